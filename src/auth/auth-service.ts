@@ -1,0 +1,171 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { AuthenticationError, TooManyRequestsError, ValidationError } from '../errors.js';
+import type { UserService } from '../users/user-service.js';
+import type { Authority, UserRow } from '../users/user-store.js';
+import { LoginThrottle } from './login-throttle.js';
+
+export const JWT_SECRET_FILE = 'jwt-secret';
+const ISSUER = 'edge-gateway';
+const REFRESH_SCOPE = 'REFRESH_TOKEN';
+
+export interface JwtPair {
+  readonly token: string;
+  readonly refreshToken: string;
+}
+
+/** Who is calling: what every authorization decision is made from. */
+export interface Principal {
+  readonly userId: string;
+  readonly email: string;
+  readonly authority: Authority;
+  readonly tenantId: string;
+  readonly customerId: string | null;
+}
+
+export interface AuthServiceDeps {
+  readonly config: Config;
+  readonly users: UserService;
+  readonly log: Logger;
+}
+
+export class AuthService {
+  readonly #throttle: LoginThrottle;
+  #key: Uint8Array | undefined;
+
+  constructor(private readonly deps: AuthServiceDeps) {
+    const a = deps.config.auth;
+    this.#throttle = new LoginThrottle({
+      maxFailures: a.loginMaxFailures,
+      windowMs: a.loginFailureWindowSec * 1000,
+      lockoutMs: a.loginLockoutSec * 1000,
+    });
+  }
+
+  /** Loads the signing secret, generating it on first start (kept in the data directory, 0600). */
+  init(): void {
+    const file = join(this.deps.config.dataDir, JWT_SECRET_FILE);
+    if (!existsSync(file)) {
+      writeFileSync(file, randomBytes(64).toString('base64'), { mode: 0o600, flag: 'wx' });
+      this.deps.log.info({ file }, 'generated JWT signing secret');
+    }
+    this.#key = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64');
+    if (this.#key.length < 32) throw new Error(`JWT secret in ${file} is too short`);
+  }
+
+  get #secret(): Uint8Array {
+    if (!this.#key) throw new Error('AuthService.init() has not run');
+    return this.#key;
+  }
+
+  async login(username: unknown, password: unknown, address: string): Promise<JwtPair> {
+    const retry = this.#throttle.retryAfterSec(address);
+    if (retry > 0) {
+      this.deps.log.warn({ address }, 'login throttled');
+      throw new TooManyRequestsError('Too many failed login attempts; try again later', retry);
+    }
+    if (typeof username !== 'string' || typeof password !== 'string' || !username || !password) {
+      throw new ValidationError('username and password are required strings');
+    }
+    const row = await this.deps.users.verifyCredentials(username, password);
+    if (!row) {
+      this.#throttle.recordFailure(address);
+      this.deps.log.info({ address, username }, 'login failed');
+      throw new AuthenticationError('Invalid username or password');
+    }
+    if (!row.enabled) {
+      this.#throttle.recordFailure(address);
+      throw new AuthenticationError('User account is not active');
+    }
+    this.#throttle.recordSuccess(address);
+    this.deps.log.info({ userId: row.id }, 'login');
+    return this.issue(row);
+  }
+
+  async refresh(refreshToken: unknown): Promise<JwtPair> {
+    if (typeof refreshToken !== 'string' || !refreshToken) {
+      throw new ValidationError('refreshToken is required');
+    }
+    const payload = await this.#verify(refreshToken);
+    if (!(payload.scopes as unknown[] | undefined)?.includes(REFRESH_SCOPE)) {
+      throw new AuthenticationError('Invalid refresh token');
+    }
+    const row = this.deps.users.row(String(payload.userId));
+    if (!row?.enabled) throw new AuthenticationError('User account is not active');
+    return this.issue(row);
+  }
+
+  /** Verifies an access token and returns the caller. The account must still exist and be enabled. */
+  async authenticate(token: string): Promise<Principal> {
+    const payload = await this.#verify(token);
+    const scopes = payload.scopes as unknown[] | undefined;
+    if (!scopes || scopes.includes(REFRESH_SCOPE))
+      throw new AuthenticationError('Invalid JWT token');
+    const row = this.deps.users.row(String(payload.userId));
+    if (!row?.enabled) throw new AuthenticationError('User account is not active');
+    return principalOf(row);
+  }
+
+  async issue(row: UserRow): Promise<JwtPair> {
+    const a = this.deps.config.auth;
+    const now = Math.floor(Date.now() / 1000);
+    const claims = {
+      userId: row.id,
+      scopes: [row.authority],
+      firstName: row.first_name,
+      lastName: row.last_name,
+      enabled: row.enabled === 1,
+      isPublic: false,
+      tenantId: row.tenant_id,
+      ...(row.customer_id ? { customerId: row.customer_id } : {}),
+    };
+    const token = await new SignJWT(claims)
+      .setProtectedHeader({ alg: 'HS512' })
+      .setSubject(row.email)
+      .setIssuer(ISSUER)
+      .setIssuedAt(now)
+      .setExpirationTime(now + a.accessTokenTtlSec)
+      .sign(this.#secret);
+    const refreshToken = await new SignJWT({
+      userId: row.id,
+      scopes: [REFRESH_SCOPE],
+      isPublic: false,
+    })
+      .setProtectedHeader({ alg: 'HS512' })
+      .setSubject(row.email)
+      .setIssuer(ISSUER)
+      .setJti(randomUUID())
+      .setIssuedAt(now)
+      .setExpirationTime(now + a.refreshTokenTtlSec)
+      .sign(this.#secret);
+    return { token, refreshToken };
+  }
+
+  async #verify(token: string) {
+    try {
+      const { payload } = await jwtVerify(token, this.#secret, {
+        issuer: ISSUER,
+        algorithms: ['HS512'],
+      });
+      return payload;
+    } catch (err) {
+      if (err instanceof joseErrors.JWTExpired)
+        throw new AuthenticationError('Token has expired', { cause: err });
+      throw new AuthenticationError('Invalid JWT token', { cause: err });
+    }
+  }
+}
+
+export function principalOf(row: UserRow): Principal {
+  return {
+    userId: row.id,
+    email: row.email,
+    authority: row.authority,
+    tenantId: row.tenant_id,
+    customerId: row.customer_id,
+  };
+}

@@ -1,0 +1,465 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+
+/**
+ * Configuration: defaults < config file (JSON) < environment (EDGE_*) < command-line flags.
+ * This is the only module that reads `process.env`-style input; callers pass it in so that tests
+ * can build configs without touching the real environment.
+ */
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+export type Durability = 'normal' | 'full';
+
+export interface Config {
+  readonly dataDir: string;
+  readonly bind: string;
+  readonly logLevel: LogLevel;
+  readonly http: { readonly port: number; readonly maxBodyBytes: number };
+  readonly mqtt: { readonly port: number };
+  readonly coap: { readonly port: number };
+  readonly storage: { readonly durability: Durability };
+  readonly telemetry: {
+    readonly maxPoints: number;
+    readonly maxPointsPerDevice: number;
+    readonly ttlDays: number;
+    readonly batchMaxWaitMs: number;
+    readonly batchMaxPoints: number;
+  };
+  readonly auth: {
+    readonly accessTokenTtlSec: number;
+    readonly refreshTokenTtlSec: number;
+    readonly loginMaxFailures: number;
+    readonly loginFailureWindowSec: number;
+    readonly loginLockoutSec: number;
+  };
+}
+
+/** Secrets never live in the config file or the frozen Config that is logged. */
+export interface Secrets {
+  readonly adminEmail?: string;
+  readonly adminPassword?: string;
+}
+
+type OptionType = 'port' | 'int' | 'string' | 'enum';
+
+export interface OptionSpec {
+  /** Dotted path into Config. */
+  readonly path: string;
+  readonly flag?: string;
+  readonly env?: string;
+  readonly type: OptionType;
+  readonly values?: readonly string[];
+  readonly min?: number;
+  readonly max?: number;
+  readonly default: string | number;
+  readonly help: string;
+}
+
+/** Every setting in one table: drives parsing, validation, `--help` and the README table. */
+export const OPTIONS: readonly OptionSpec[] = [
+  {
+    path: 'dataDir',
+    flag: '--data-dir',
+    env: 'EDGE_DATA_DIR',
+    type: 'string',
+    default: './data',
+    help: 'Directory holding the SQLite file and generated secrets',
+  },
+  {
+    path: 'bind',
+    flag: '--bind',
+    env: 'EDGE_BIND',
+    type: 'string',
+    default: '0.0.0.0',
+    help: 'Address the HTTP, MQTT and CoAP listeners bind to',
+  },
+  {
+    path: 'http.port',
+    flag: '--http-port',
+    env: 'EDGE_HTTP_PORT',
+    type: 'port',
+    default: 8080,
+    help: 'HTTP port (REST API, device HTTP API, web UI); 0 picks a free port',
+  },
+  {
+    path: 'mqtt.port',
+    flag: '--mqtt-port',
+    env: 'EDGE_MQTT_PORT',
+    type: 'port',
+    default: 1883,
+    help: 'MQTT port; 0 picks a free port',
+  },
+  {
+    path: 'coap.port',
+    flag: '--coap-port',
+    env: 'EDGE_COAP_PORT',
+    type: 'port',
+    default: 5683,
+    help: 'CoAP UDP port; 0 picks a free port',
+  },
+  {
+    path: 'logLevel',
+    flag: '--log-level',
+    env: 'EDGE_LOG_LEVEL',
+    type: 'enum',
+    values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+    default: 'info',
+    help: 'Log level',
+  },
+  {
+    path: 'http.maxBodyBytes',
+    flag: '--http-max-body',
+    env: 'EDGE_HTTP_MAX_BODY',
+    type: 'int',
+    min: 1024,
+    max: 64 * 1024 * 1024,
+    default: 65536,
+    help: 'Largest accepted HTTP request body in bytes (413 above it)',
+  },
+  {
+    path: 'storage.durability',
+    flag: '--durability',
+    env: 'EDGE_DURABILITY',
+    type: 'enum',
+    values: ['normal', 'full'],
+    default: 'normal',
+    help: 'normal: survives a process crash; full: survives power loss (slower)',
+  },
+  {
+    path: 'telemetry.maxPoints',
+    flag: '--telemetry-max-points',
+    env: 'EDGE_TELEMETRY_MAX_POINTS',
+    type: 'int',
+    min: 1000,
+    max: 1e12,
+    default: 10_000_000,
+    help: 'Ring-buffer bound: stored telemetry points beyond it evict the oldest',
+  },
+  {
+    path: 'telemetry.maxPointsPerDevice',
+    flag: '--telemetry-max-points-per-device',
+    env: 'EDGE_TELEMETRY_MAX_POINTS_PER_DEVICE',
+    type: 'int',
+    min: 0,
+    max: 1e12,
+    default: 0,
+    help: 'Optional per-device bound on stored points (0 = none)',
+  },
+  {
+    path: 'telemetry.ttlDays',
+    flag: '--telemetry-ttl-days',
+    env: 'EDGE_TELEMETRY_TTL_DAYS',
+    type: 'int',
+    min: 0,
+    max: 36500,
+    default: 0,
+    help: 'Optional age limit of stored points in days (0 = none)',
+  },
+  {
+    path: 'telemetry.batchMaxWaitMs',
+    flag: '--telemetry-batch-wait-ms',
+    env: 'EDGE_TELEMETRY_BATCH_WAIT_MS',
+    type: 'int',
+    min: 0,
+    max: 10_000,
+    default: 20,
+    help: 'Group commit: longest a point waits for its batch',
+  },
+  {
+    path: 'telemetry.batchMaxPoints',
+    flag: '--telemetry-batch-max-points',
+    env: 'EDGE_TELEMETRY_BATCH_MAX_POINTS',
+    type: 'int',
+    min: 1,
+    max: 1_000_000,
+    default: 20_000,
+    help: 'Group commit: most points in one transaction',
+  },
+  {
+    path: 'auth.accessTokenTtlSec',
+    env: 'EDGE_ACCESS_TOKEN_TTL_SEC',
+    type: 'int',
+    min: 60,
+    max: 31_536_000,
+    default: 9000,
+    help: 'Lifetime of a user access token (JWT)',
+  },
+  {
+    path: 'auth.refreshTokenTtlSec',
+    env: 'EDGE_REFRESH_TOKEN_TTL_SEC',
+    type: 'int',
+    min: 60,
+    max: 31_536_000,
+    default: 604_800,
+    help: 'Lifetime of a refresh token',
+  },
+  {
+    path: 'auth.loginMaxFailures',
+    env: 'EDGE_LOGIN_MAX_FAILURES',
+    type: 'int',
+    min: 1,
+    max: 1000,
+    default: 5,
+    help: 'Failed logins from one address within the window before it is throttled',
+  },
+  {
+    path: 'auth.loginFailureWindowSec',
+    env: 'EDGE_LOGIN_FAILURE_WINDOW_SEC',
+    type: 'int',
+    min: 1,
+    max: 86_400,
+    default: 60,
+    help: 'Window for counting failed logins',
+  },
+  {
+    path: 'auth.loginLockoutSec',
+    env: 'EDGE_LOGIN_LOCKOUT_SEC',
+    type: 'int',
+    min: 1,
+    max: 86_400,
+    default: 300,
+    help: 'How long a throttled address gets 429 on login',
+  },
+];
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration: ${problems.join('; ')}`);
+  }
+}
+
+export interface ConfigInput {
+  /** Flags after the command, e.g. ['--http-port', '0']. */
+  readonly argv?: readonly string[];
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Working directory used to resolve relative paths. */
+  readonly cwd?: string;
+}
+
+type Raw = Record<string, unknown>;
+
+function getPath(obj: Raw, path: string): unknown {
+  let cur: unknown = obj;
+  for (const part of path.split('.')) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Raw)[part];
+  }
+  return cur;
+}
+
+function setPath(obj: Raw, path: string, value: unknown): void {
+  const parts = path.split('.');
+  let cur = obj;
+  for (const part of parts.slice(0, -1)) {
+    if (typeof cur[part] !== 'object' || cur[part] === null) cur[part] = {};
+    cur = cur[part] as Raw;
+  }
+  cur[parts[parts.length - 1]] = value;
+}
+
+function coerce(spec: OptionSpec, value: unknown, source: string, problems: string[]): unknown {
+  const label = `${spec.flag ?? spec.path} (${source})`;
+  if (spec.type === 'string') {
+    if (typeof value !== 'string' || value.length === 0) {
+      problems.push(`${label} must be a non-empty string`);
+      return undefined;
+    }
+    return value;
+  }
+  if (spec.type === 'enum') {
+    if (typeof value !== 'string' || !spec.values?.includes(value)) {
+      problems.push(
+        `${label} must be one of ${spec.values?.join('|')} (got ${JSON.stringify(value)})`,
+      );
+      return undefined;
+    }
+    return value;
+  }
+  const n =
+    typeof value === 'number'
+      ? value
+      : typeof value === 'string' && /^\d+$/.test(value)
+        ? Number(value)
+        : Number.NaN;
+  const min = spec.type === 'port' ? 0 : (spec.min ?? 0);
+  const max = spec.type === 'port' ? 65535 : (spec.max ?? Number.MAX_SAFE_INTEGER);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    problems.push(
+      `${label} must be an integer from ${min} to ${max} (got ${JSON.stringify(value)})`,
+    );
+    return undefined;
+  }
+  return n;
+}
+
+/**
+ * Parses flags into `{path: value}` pairs plus the `--config` file path. Collects every problem
+ * instead of stopping at the first.
+ */
+function parseFlags(argv: readonly string[], problems: string[]) {
+  const values = new Map<OptionSpec, string>();
+  let configFile: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const eq = arg.indexOf('=');
+    const name = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
+    const inline = arg.startsWith('--') && eq > 0 ? arg.slice(eq + 1) : undefined;
+    const takeValue = (): string | undefined => {
+      if (inline !== undefined) return inline;
+      const next = argv[i + 1];
+      if (next === undefined || next.startsWith('--')) {
+        problems.push(`flag ${name} needs a value`);
+        return undefined;
+      }
+      i++;
+      return next;
+    };
+    if (name === '--config') {
+      configFile = takeValue();
+      continue;
+    }
+    const spec = OPTIONS.find((o) => o.flag === name);
+    if (!spec) {
+      problems.push(`unknown ${arg.startsWith('-') ? 'flag' : 'argument'} ${name}`);
+      continue;
+    }
+    const v = takeValue();
+    if (v !== undefined) values.set(spec, v);
+  }
+  return { values, configFile };
+}
+
+function readConfigFile(file: string, problems: string[]): Raw {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    problems.push(`cannot read config file ${file}: ${(err as NodeJS.ErrnoException).code ?? err}`);
+    return {};
+  }
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      problems.push(`config file ${file} must hold a JSON object`);
+      return {};
+    }
+    return parsed as Raw;
+  } catch (err) {
+    problems.push(`config file ${file} is not valid JSON: ${(err as Error).message}`);
+    return {};
+  }
+}
+
+/** Lists keys of a config file object that no option knows, so typos do not go unnoticed. */
+function unknownFileKeys(obj: Raw, prefix = ''): string[] {
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(obj)) {
+    const path = prefix ? `${prefix}.${k}` : k;
+    if (OPTIONS.some((o) => o.path === path)) continue;
+    if (
+      v !== null &&
+      typeof v === 'object' &&
+      !Array.isArray(v) &&
+      OPTIONS.some((o) => o.path.startsWith(`${path}.`))
+    ) {
+      out.push(...unknownFileKeys(v as Raw, path));
+    } else {
+      out.push(path);
+    }
+  }
+  return out;
+}
+
+export function loadConfig(input: ConfigInput = {}): { config: Config; secrets: Secrets } {
+  const env = input.env ?? {};
+  const cwd = input.cwd ?? process.cwd();
+  const problems: string[] = [];
+  const { values: flagValues, configFile } = parseFlags(input.argv ?? [], problems);
+  const file = configFile ? readConfigFile(resolve(cwd, configFile), problems) : {};
+  for (const key of unknownFileKeys(file)) problems.push(`config file: unknown setting ${key}`);
+
+  const out: Raw = {};
+  for (const spec of OPTIONS) {
+    let value: unknown = spec.default;
+    let source = 'default';
+    const fromFile = getPath(file, spec.path);
+    if (fromFile !== undefined) {
+      value = fromFile;
+      source = 'config file';
+    }
+    const fromEnv = spec.env ? env[spec.env] : undefined;
+    if (fromEnv !== undefined && fromEnv !== '') {
+      value = fromEnv;
+      source = `env ${spec.env}`;
+    }
+    const fromFlag = flagValues.get(spec);
+    if (fromFlag !== undefined) {
+      value = fromFlag;
+      source = 'flag';
+    }
+    setPath(out, spec.path, coerce(spec, value, source, problems));
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  const dataDir = resolve(cwd, out.dataDir as string);
+  const config = deepFreeze({ ...out, dataDir }) as unknown as Config;
+  const secrets: Secrets = Object.freeze({
+    adminEmail: env.EDGE_ADMIN_EMAIL || undefined,
+    adminPassword: env.EDGE_ADMIN_PASSWORD || undefined,
+  });
+  return { config, secrets };
+}
+
+/** Builds a config from defaults plus a partial object: for tests and embedding. */
+export function configWith(overrides: DeepPartial<Config>): Config {
+  const { config } = loadConfig({ env: {} });
+  return deepFreeze(
+    merge(structuredClone(config) as unknown as Raw, overrides as Raw),
+  ) as unknown as Config;
+}
+
+export type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
+
+function merge(target: Raw, src: Raw): Raw {
+  for (const [k, v] of Object.entries(src)) {
+    if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+      target[k] = merge((target[k] as Raw) ?? {}, v as Raw);
+    } else if (v !== undefined) {
+      target[k] = v;
+    }
+  }
+  return target;
+}
+
+function deepFreeze<T>(obj: T): T {
+  if (obj !== null && typeof obj === 'object') {
+    for (const v of Object.values(obj)) deepFreeze(v);
+    Object.freeze(obj);
+  }
+  return obj;
+}
+
+export function helpText(version: string): string {
+  const lines = [
+    `edge-gateway ${version}: on-premises IoT gateway with the ThingsBoard device API`,
+    '',
+    'Usage: edge-gateway serve [options]',
+    '       edge-gateway --help | --version',
+    '',
+    'Options (flag / environment variable, default):',
+    '  --config FILE                        JSON file with settings (flags beat env beat file)',
+  ];
+  for (const o of OPTIONS) {
+    if (!o.flag) continue;
+    const left = `  ${o.flag} ${o.type === 'enum' ? (o.values ?? []).join('|') : o.type === 'string' ? 'VALUE' : 'N'}`;
+    lines.push(`${left.padEnd(38)} ${o.help} (${o.env}, default ${o.default})`);
+  }
+  lines.push(
+    '',
+    'Other environment variables:',
+    '  EDGE_ADMIN_EMAIL, EDGE_ADMIN_PASSWORD  tenant administrator created on first start',
+  );
+  for (const o of OPTIONS) if (!o.flag) lines.push(`  ${o.env}  ${o.help} (default ${o.default})`);
+  return lines.join('\n');
+}

@@ -1,0 +1,75 @@
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import type { Logger } from 'pino';
+import type { AuthService } from '../../auth/auth-service.js';
+import type { DeviceProfileService } from '../../devices/device-profile-service.js';
+import type { DeviceService } from '../../devices/device-service.js';
+import { PayloadTooLargeError } from '../../errors.js';
+import type { UserService } from '../../users/user-service.js';
+import { authRoutes } from './auth-routes.js';
+import type { HttpEnv } from './context.js';
+import { deviceRoutes } from './device-routes.js';
+import { errorBody, handleError } from './errors.js';
+import { requireUser } from './middleware.js';
+import { serveUi } from './static.js';
+
+export interface HealthInfo {
+  readonly ready: boolean;
+  readonly status: string;
+  readonly version: string;
+  readonly uptimeMs: number;
+}
+
+export interface HttpAppDeps {
+  readonly log: Logger;
+  readonly maxBodyBytes: number;
+  readonly health: () => HealthInfo;
+  readonly auth: AuthService;
+  readonly users: UserService;
+  readonly devices: DeviceService;
+  readonly profiles: DeviceProfileService;
+  /** Directory of the built UI; omitted when the gateway runs without one. */
+  readonly uiDir?: string;
+  /** Sub-apps that later domains mount under `/api`. */
+  readonly apiRoutes?: ReadonlyArray<{ path: string; app: Hono<HttpEnv> }>;
+}
+
+/** Builds the Hono app: one sub-app per domain, errors mapped in one `onError`. */
+export function createHttpApp(deps: HttpAppDeps): Hono<HttpEnv> {
+  const app = new Hono<HttpEnv>();
+  const auth = requireUser(deps.auth);
+
+  app.onError((err, c) => handleError(err, c, deps.log));
+  app.notFound((c) => c.json(errorBody(404, `No handler for ${c.req.method} ${c.req.path}`), 404));
+
+  app.use(
+    '/api/*',
+    bodyLimit({
+      maxSize: deps.maxBodyBytes,
+      onError: () => {
+        throw new PayloadTooLargeError(`Request body is larger than ${deps.maxBodyBytes} bytes`);
+      },
+    }),
+  );
+
+  app.get('/healthz', (c) => {
+    const h = deps.health();
+    return c.json(
+      { status: h.status, version: h.version, uptimeMs: h.uptimeMs },
+      h.ready ? 200 : 503,
+    );
+  });
+
+  app.route('/api/auth', authRoutes({ auth: deps.auth, users: deps.users, requireUser: auth }));
+  app.route(
+    '/api',
+    deviceRoutes({ devices: deps.devices, profiles: deps.profiles, requireUser: auth }),
+  );
+  for (const r of deps.apiRoutes ?? []) app.route(r.path, r.app);
+
+  if (deps.uiDir) {
+    const ui = serveUi(deps.uiDir);
+    app.get('*', (c) => (c.req.path.startsWith('/api/') ? c.notFound() : ui(c)));
+  }
+  return app;
+}

@@ -1,0 +1,61 @@
+import type { Context } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { Logger } from 'pino';
+import { type ErrorCode, GatewayError, TooManyRequestsError } from '../../errors.js';
+
+const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
+  GW_ERR_INVALID_ARGUMENT: 400,
+  GW_ERR_UNAUTHENTICATED: 401,
+  GW_ERR_FORBIDDEN: 403,
+  GW_ERR_NOT_FOUND: 404,
+  GW_ERR_CONFLICT: 409,
+  GW_ERR_PAYLOAD_TOO_LARGE: 413,
+  GW_ERR_TOO_MANY_REQUESTS: 429,
+  GW_ERR_TIMEOUT: 408,
+  GW_ERR_UNAVAILABLE: 503,
+  GW_ERR_INTERNAL: 500,
+};
+
+/** ThingsBoard's `errorCode` numbers, so TB clients can read our errors. */
+const TB_ERROR_CODE: Partial<Record<number, number>> = {
+  400: 31,
+  401: 10,
+  403: 20,
+  404: 32,
+  409: 35,
+  413: 31,
+  429: 33,
+  500: 2,
+};
+
+export function statusOf(err: unknown): ContentfulStatusCode {
+  if (err instanceof GatewayError) return STATUS[err.code];
+  if (err instanceof HTTPException) return err.status as ContentfulStatusCode;
+  return 500;
+}
+
+export function errorBody(status: number, message: string) {
+  return { status, message, errorCode: TB_ERROR_CODE[status] ?? 2, timestamp: Date.now() };
+}
+
+/**
+ * The single place where errors become HTTP responses. Client errors log at info, server
+ * errors at error with the cause; the process never goes down for a bad request.
+ */
+export function handleError(err: Error, c: Context, log: Logger): Response {
+  const status = statusOf(err);
+  const message = status === 500 ? 'Internal server error' : err.message;
+  if (status >= 500 && status !== 503) {
+    log.error({ err, method: c.req.method, path: c.req.path }, 'request failed');
+  } else {
+    log.info(
+      { status, method: c.req.method, path: c.req.path, reason: err.message },
+      'request rejected',
+    );
+  }
+  if (err instanceof TooManyRequestsError && err.retryAfterSec) {
+    c.header('Retry-After', String(err.retryAfterSec));
+  }
+  return c.json(errorBody(status, message), status);
+}
