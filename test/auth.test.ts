@@ -27,10 +27,11 @@ describe('login, tokens and the current user', () => {
 
   it('GET /api/auth/user returns the caller with either header', async () => {
     const token = await t.adminToken();
-    for (const headers of [
+    const both: Record<string, string>[] = [
       { 'X-Authorization': `Bearer ${token}` },
       { Authorization: `Bearer ${token}` },
-    ]) {
+    ];
+    for (const headers of both) {
       const res = await t.api('/api/auth/user', { headers });
       assert.equal(res.status, 200);
       const user = (await res.json()) as {
@@ -48,7 +49,7 @@ describe('login, tokens and the current user', () => {
     const token = await t.adminToken();
     const [h, p] = token.split('.');
     const forged = `${h}.${p}.${'A'.repeat(86)}`;
-    for (const headers of [
+    for (const headers of <Record<string, string>[]>[
       {},
       { 'X-Authorization': 'Bearer not-a-jwt' },
       { 'X-Authorization': token },

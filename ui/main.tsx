@@ -43,11 +43,13 @@ function Login(props: { onToken: (t: string) => void }) {
 function Devices(props: { token: string }) {
   const [devices, setDevices] = useState<Device[]>([]);
   useEffect(() => {
-    fetch('/api/tenant/devices?pageSize=100&page=0&sortProperty=name', {
+    void fetch('/api/tenant/devices?pageSize=100&page=0&sortProperty=name', {
       headers: { 'X-Authorization': `Bearer ${props.token}` },
     })
       .then((r) => r.json())
-      .then((p: { data: Device[] }) => setDevices(p.data ?? []));
+      .then((p: { data: Device[] }) => setDevices(p.data ?? []))
+      // A failed list leaves the table empty; the next sign-in retries.
+      .catch(() => setDevices([]));
   }, [props.token]);
   return (
     <table>
