@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Hono } from 'hono';
 import type { DestinationStream } from 'pino';
 import { AuthService } from './auth/auth-service.js';
 import type { Config, Secrets } from './config.js';
@@ -15,6 +16,7 @@ import { SystemdNotifier } from './systemd.js';
 import { TenantService } from './tenant/tenant-service.js';
 import { CoapServer } from './transports/coap/coap-server.js';
 import { createHttpApp } from './transports/http/app.js';
+import type { HttpEnv } from './transports/http/context.js';
 import { HttpServer } from './transports/http/http-server.js';
 import { MqttServer } from './transports/mqtt/mqtt-server.js';
 import { UserService } from './users/user-service.js';
@@ -131,6 +133,7 @@ export class Gateway implements AsyncDisposable {
         devices: s.devices,
         profiles: s.profiles,
         uiDir,
+        apiRoutes: apiRoutes(s),
       });
       this.#http = new HttpServer({ app, host, port: config.http.port, log: this.loggers.http });
       await this.#http.start();
@@ -236,8 +239,12 @@ async function buildServices(
   return { tenants, users, auth, profiles, devices };
 }
 
-async function stopServices(_s: Services): Promise<void> {
-  // Services with timers or pending writes (telemetry writer, long polls) stop here, newest first.
+/** Stops services that own timers or pending writes, newest first. */
+async function stopServices(_s: Services): Promise<void> {}
+
+/** Sub-apps of the HTTP transport beyond auth and device management, mounted in this order. */
+function apiRoutes(_s: Services): Array<{ path: string; app: Hono<HttpEnv> }> {
+  return [];
 }
 
 export function createGateway(config: Config, overrides?: GatewayOverrides): Gateway {

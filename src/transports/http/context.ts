@@ -1,10 +1,14 @@
 import type { Context } from 'hono';
 import type { Principal } from '../../auth/auth-service.js';
+import type { DeviceIdentity } from '../../devices/device-service.js';
 import { ValidationError } from '../../errors.js';
 
-/** Hono environment shared by every sub-app: the authenticated caller, when there is one. */
+/**
+ * Hono environment shared by every sub-app: the authenticated user (management API) or the
+ * authenticated device (device API, `/api/v1/:token/...`).
+ */
 export interface HttpEnv {
-  Variables: { principal: Principal };
+  Variables: { principal: Principal; device: DeviceIdentity };
 }
 
 /** Reads a JSON body; malformed JSON is a client error (400), not a 500 as in ThingsBoard. */
