@@ -322,6 +322,14 @@ function parseFlags(argv: readonly string[], problems: string[]) {
     const spec = OPTIONS.find((o) => o.flag === name);
     if (!spec) {
       problems.push(`unknown ${arg.startsWith('-') ? 'flag' : 'argument'} ${name}`);
+      // Skip the unknown flag's value too, so one typo is reported once.
+      if (
+        arg.startsWith('--') &&
+        inline === undefined &&
+        argv[i + 1] &&
+        !argv[i + 1].startsWith('--')
+      )
+        i++;
       continue;
     }
     const v = takeValue();

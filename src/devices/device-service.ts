@@ -165,6 +165,12 @@ export class DeviceService {
     return toDevice(this.#view(id));
   }
 
+  getByName(name: string): Device {
+    const view = this.#store.byName(name);
+    if (!view) throw new NotFoundError(`Device with name [${name}] is not found`);
+    return toDevice(view);
+  }
+
   delete(id: string): void {
     const view = this.#view(id);
     this.#store.delete(id);
@@ -201,6 +207,11 @@ export class DeviceService {
 
   identity(id: string): DeviceIdentity | undefined {
     const v = this.#store.byId(id);
+    return v && { rid: v.rid, id: v.id, name: v.name, profileId: v.device_profile_id };
+  }
+
+  byName(name: string): DeviceIdentity | undefined {
+    const v = this.#store.byName(name);
     return v && { rid: v.rid, id: v.id, name: v.name, profileId: v.device_profile_id };
   }
 

@@ -48,6 +48,9 @@ export function deviceRoutes(deps: {
 
   app.get('/tenant/devices', (c) => {
     tenantOnly(c.var.principal.authority);
+    // ThingsBoard overloads this path: with `deviceName` it returns that one device.
+    const deviceName = c.req.query('deviceName');
+    if (deviceName !== undefined) return c.json(devices.getByName(deviceName));
     return c.json(devices.list(parsePageQuery(queryRecord(c), DEVICE_SORT)));
   });
 
