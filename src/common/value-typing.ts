@@ -1,0 +1,85 @@
+import { ValidationError } from '../errors.js';
+
+/**
+ * Value typing of device data, ThingsBoard's rules (device-api.md §1.2), for telemetry and
+ * attributes alike. Numbers are typed by their literal text (see json-text.ts), so `42.0` stays
+ * a DOUBLE and a 19-digit integer keeps every digit.
+ */
+
+/** Stored value types, as ThingsBoard's `DataType` (BOOLEAN, LONG, DOUBLE, STRING, JSON). */
+export type ValueKind = 'bool' | 'long' | 'double' | 'string' | 'json';
+
+/** A typed value; `long` is a number, or a bigint beyond 2^53. */
+export interface TypedValue {
+  readonly kind: ValueKind;
+  readonly value: boolean | number | bigint | string;
+}
+
+const INT64_MAX = 9223372036854775807n;
+const INT64_MIN = -9223372036854775808n;
+/** TB's `NumberUtils.isParsable`: plain decimals only, no exponent, no hex, no trailing dot. */
+export const NUMERIC_STRING_RE = /^-?(?:\d+(?:\.\d+)?|\.\d+)$/;
+const DECIMAL_RE = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/;
+
+/** §1.2 `transport.json.max_string_value_length`: a longer string value is refused. */
+export function checkValueLength(key: string, length: number, max: number): void {
+  if (length > max) {
+    throw new ValidationError(
+      `String value length [${length}] for key [${key}] is greater than maximum allowed [${max}]`,
+    );
+  }
+}
+
+/**
+ * Types a number by its literal text as ThingsBoard's JsonConverter does (device-api.md §1.2):
+ * a literal with '.' and no exponent is DOUBLE; an integral value (`1E2`) is LONG when it fits
+ * int64, else STRING of its plain digits; a non-integral value with more than 16 decimals is
+ * STRING of its plain form.
+ */
+export function typeNumber(
+  raw: string,
+  key: string,
+  maxValueLength = Number.POSITIVE_INFINITY,
+): TypedValue {
+  const m = DECIMAL_RE.exec(raw);
+  if (!m) return { kind: 'string', value: raw };
+  const [, sign, intPart, fracPart = '', expPart] = m;
+  const exp = expPart === undefined ? 0 : Number(expPart);
+  const scale = fracPart.length - exp;
+  const simpleDouble = raw.includes('.') && expPart === undefined;
+  const digits = (intPart + fracPart).replace(/^0+/, '');
+  if (digits === '')
+    return simpleDouble ? { kind: 'double', value: 0 } : { kind: 'long', value: 0 };
+  const trailingZeros = digits.length - digits.replace(/0+$/, '').length;
+  const integral = scale - trailingZeros <= 0;
+  if (simpleDouble || !integral) {
+    if (scale <= 16) return { kind: 'double', value: Number(raw) };
+    const plain = plainDecimal(sign, digits, scale);
+    checkValueLength(key, plain.length, maxValueLength);
+    return { kind: 'string', value: plain };
+  }
+  // Integral: the value is digits * 10^-scale with scale <= trailing zeros.
+  const intLength = digits.length - scale;
+  if (intLength > 19) {
+    checkValueLength(key, intLength + 1, maxValueLength);
+    return { kind: 'string', value: plainDecimal(sign, digits, scale) };
+  }
+  const abs =
+    scale >= 0
+      ? BigInt(digits.slice(0, digits.length - scale))
+      : BigInt(digits) * 10n ** BigInt(-scale);
+  const big = sign === '-' ? -abs : abs;
+  if (big > INT64_MAX || big < INT64_MIN) return { kind: 'string', value: big.toString() };
+  const n = Number(big);
+  return { kind: 'long', value: Number.isSafeInteger(n) ? n : big };
+}
+
+/** BigDecimal.toPlainString of `digits * 10^-scale` (digits without leading zeros). */
+function plainDecimal(sign: string, digits: string, scale: number): string {
+  const s = sign === '-' ? '-' : '';
+  if (scale <= 0) return s + digits + '0'.repeat(-scale);
+  if (digits.length > scale) {
+    return `${s}${digits.slice(0, digits.length - scale)}.${digits.slice(digits.length - scale)}`;
+  }
+  return `${s}0.${'0'.repeat(scale - digits.length)}${digits}`;
+}

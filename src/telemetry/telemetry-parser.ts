@@ -1,0 +1,201 @@
+import {
+  JsonNumber,
+  type JsonText,
+  MAX_JSON_DEPTH,
+  parseJsonText,
+  stringifyJsonText,
+} from '../common/json-text.js';
+import {
+  checkValueLength,
+  NUMERIC_STRING_RE,
+  type TypedValue,
+  typeNumber,
+  type ValueKind,
+} from '../common/value-typing.js';
+import { ValidationError } from '../errors.js';
+
+/** Stored value types, as ThingsBoard's `DataType` (BOOLEAN, LONG, DOUBLE, STRING, JSON). */
+export type TsKind = ValueKind;
+
+/**
+ * One data point after typing. `long` is a number, or a bigint beyond 2^53; `json` is the
+ * serialized JSON text, stored and returned as one item.
+ */
+export interface TsEntry {
+  readonly key: string;
+  readonly ts: number;
+  readonly kind: TsKind;
+  readonly value: boolean | number | bigint | string;
+}
+
+/** Limits of one telemetry payload. A payload over any of them is refused as a whole. */
+export interface TelemetryLimits {
+  /** Longest key, in characters. */
+  readonly maxKeyLength: number;
+  /** Deepest nesting of objects/arrays in the whole payload (top level = 1). */
+  readonly maxDepth: number;
+  /** Most data points in one payload. */
+  readonly maxPoints: number;
+  /** Longest string value or serialized JSON value, in characters. */
+  readonly maxValueLength: number;
+  /** Largest payload text, in bytes. */
+  readonly maxPayloadBytes: number;
+}
+
+export const TELEMETRY_LIMITS: TelemetryLimits = Object.freeze({
+  maxKeyLength: 255,
+  maxDepth: MAX_JSON_DEPTH,
+  maxPoints: 50_000,
+  maxValueLength: 65_536,
+  maxPayloadBytes: 4 * 1024 * 1024,
+});
+
+type Typed = TypedValue;
+
+/** Parses payload text (device transports) into points; see `parseTelemetry`. */
+export function parseTelemetryText(
+  text: string | Uint8Array,
+  now: number,
+  limits: TelemetryLimits = TELEMETRY_LIMITS,
+): TsEntry[] {
+  const size = typeof text === 'string' ? Buffer.byteLength(text) : text.byteLength;
+  if (size > limits.maxPayloadBytes) {
+    throw new ValidationError(
+      `Telemetry payload is ${size} bytes, more than the limit of ${limits.maxPayloadBytes}`,
+    );
+  }
+  const str = typeof text === 'string' ? text : Buffer.from(text).toString('utf8');
+  if (str.trim() === '') throw new ValidationError('Telemetry payload is empty');
+  return parseTelemetry(parseJsonText(str, limits.maxDepth), now, limits);
+}
+
+/**
+ * Turns a telemetry payload in one of ThingsBoard's four forms (device-api.md §1.1) into typed
+ * points: an object, an array of objects, `{"ts","values"}`, or an array of those (mixed with
+ * plain objects). Plain objects get `now`. Values are typed per §1.2; `null` drops the key.
+ * Throws a ValidationError naming the first problem; nothing is returned for a bad payload.
+ */
+export function parseTelemetry(
+  payload: unknown,
+  now: number,
+  limits: TelemetryLimits = TELEMETRY_LIMITS,
+): TsEntry[] {
+  const out: TsEntry[] = [];
+  const addValues = (values: Record<string, unknown>, ts: number, depth: number) => {
+    for (const key of Object.keys(values)) {
+      const v = values[key];
+      if (key.length === 0) throw new ValidationError('Telemetry key must not be empty');
+      if (key.length > limits.maxKeyLength) {
+        throw new ValidationError(
+          `Telemetry key '${key.slice(0, 32)}…' is ${key.length} characters, longer than ${limits.maxKeyLength}`,
+        );
+      }
+      if (v === null || v === undefined) continue;
+      if (out.length >= limits.maxPoints) {
+        throw new ValidationError(
+          `Telemetry payload has more than ${limits.maxPoints} data points`,
+        );
+      }
+      const t = typeValue(key, v, depth + 1, limits);
+      out.push({ key, ts, kind: t.kind, value: t.value });
+    }
+  };
+  const addElement = (el: Record<string, unknown>, depth: number) => {
+    // device-api.md §1.1: "has a timestamp" means both keys are present; others are ignored.
+    if ('ts' in el && 'values' in el) {
+      const ts = parseTs(el.ts);
+      const values = el.values;
+      if (!isPlainObject(values)) {
+        throw new ValidationError(
+          `Telemetry 'values' must be a JSON object, got ${describe(values)}`,
+        );
+      }
+      addValues(values, ts, depth + 1);
+    } else {
+      addValues(el, now, depth);
+    }
+  };
+  if (Array.isArray(payload)) {
+    payload.forEach((el, i) => {
+      if (!isPlainObject(el)) {
+        throw new ValidationError(
+          `Can't parse value: telemetry array element ${i} must be a JSON object, got ${describe(el)}`,
+        );
+      }
+      addElement(el, 2);
+    });
+  } else if (isPlainObject(payload)) {
+    addElement(payload, 1);
+  } else {
+    throw new ValidationError(
+      `Can't parse value: telemetry must be a JSON object or array, got ${describe(payload)}`,
+    );
+  }
+  return out;
+}
+
+function parseTs(raw: unknown): number {
+  let ts: number | undefined;
+  if (raw instanceof JsonNumber) ts = Number(raw.raw);
+  else if (typeof raw === 'number') ts = raw;
+  else if (typeof raw === 'string' && /^\d+$/.test(raw)) ts = Number(raw);
+  if (ts === undefined || !Number.isSafeInteger(ts) || ts < 0) {
+    const shown = raw instanceof JsonNumber ? raw.raw : JSON.stringify(raw);
+    throw new ValidationError(
+      `Telemetry 'ts' must be a non-negative integer (epoch milliseconds), got ${shown}`,
+    );
+  }
+  return ts;
+}
+
+function typeValue(key: string, v: unknown, depth: number, limits: TelemetryLimits): Typed {
+  if (typeof v === 'boolean') return { kind: 'bool', value: v };
+  if (v instanceof JsonNumber) return typeNumber(v.raw, key, limits.maxValueLength);
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new ValidationError(`Telemetry value of '${key}' is not finite`);
+    return typeNumber(String(v), key, limits.maxValueLength);
+  }
+  if (typeof v === 'bigint') return typeNumber(v.toString(), key, limits.maxValueLength);
+  if (typeof v === 'string') {
+    // device-api.md §1.2: numeric-looking strings are cast (transport.json.type_cast_enabled).
+    if (NUMERIC_STRING_RE.test(v)) return typeNumber(v, key, limits.maxValueLength);
+    checkLength(key, v.length, limits);
+    return { kind: 'string', value: v };
+  }
+  if (typeof v === 'object' && v !== null) {
+    checkDepth(v, depth, limits);
+    const text = stringifyJsonText(v);
+    checkLength(key, text.length, limits);
+    return { kind: 'json', value: text };
+  }
+  throw new ValidationError(`Telemetry value of '${key}' has an unsupported type ${typeof v}`);
+}
+
+function checkLength(key: string, length: number, limits: TelemetryLimits): void {
+  checkValueLength(key, length, limits.maxValueLength);
+}
+
+function checkDepth(v: unknown, depth: number, limits: TelemetryLimits): void {
+  if (depth > limits.maxDepth) throw depthError(limits);
+  if (v instanceof JsonNumber || v === null || typeof v !== 'object') return;
+  for (const x of Array.isArray(v) ? v : Object.values(v)) checkDepth(x, depth + 1, limits);
+}
+
+function depthError(limits: TelemetryLimits): ValidationError {
+  return new ValidationError(`Telemetry payload nesting is deeper than ${limits.maxDepth} levels`);
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof JsonNumber);
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (v instanceof JsonNumber) return `the number ${v.raw}`;
+  if (typeof v === 'object') return 'an object';
+  if (v === undefined) return 'nothing';
+  return `${typeof v} ${JSON.stringify(v).slice(0, 40)}`;
+}
+
+export type { JsonText };

@@ -1,0 +1,640 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
+import type { Config } from '../config.js';
+import { MIGRATIONS } from '../db/migrations/index.js';
+import { migrate } from '../db/migrator.js';
+import { type Db, openDb } from '../db/open.js';
+import { DeviceProfileService } from '../devices/device-profile-service.js';
+import { type DeviceIdentity, DeviceService } from '../devices/device-service.js';
+import { ValidationError } from '../errors.js';
+import { EventBus, type GatewayEvents } from '../events.js';
+import { TenantService } from '../tenant/tenant-service.js';
+import { parseDeleteQuery, parseTimeseriesQuery } from './telemetry-query.js';
+import { TelemetryService } from './telemetry-service.js';
+import { CHUNK_MS } from './telemetry-store.js';
+
+const log = pino({ level: 'silent' });
+const HOUR = CHUNK_MS;
+const T0 = 1_699_999_200_000; // an hour boundary
+
+interface Fixture {
+  dir: string;
+  db: Db;
+  bus: EventBus;
+  devices: DeviceService;
+  telemetry: TelemetryService;
+  now: { value: number };
+  device(name: string): DeviceIdentity;
+  reopen(): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function fixture(cfg: Partial<Config['telemetry']> = {}): Promise<Fixture> {
+  const dir = await mkdtemp(join(tmpdir(), 'edge-telemetry-'));
+  const now = { value: T0 + 10 * HOUR };
+  const config: Config['telemetry'] = {
+    maxPoints: 10_000_000,
+    maxPointsPerDevice: 0,
+    ttlDays: 0,
+    batchMaxWaitMs: 5,
+    batchMaxPoints: 20_000,
+    ...cfg,
+  };
+  const f = {} as Fixture;
+  const open = () => {
+    const db = openDb({ dataDir: dir, durability: 'normal' });
+    migrate(db, MIGRATIONS, log);
+    const bus = new EventBus(log);
+    const tenants = new TenantService({ db });
+    tenants.init();
+    const profiles = new DeviceProfileService({ db, tenants });
+    profiles.init();
+    const devices = new DeviceService({ db, tenants, profiles, bus });
+    const telemetry = new TelemetryService({
+      db,
+      bus,
+      devices,
+      log,
+      config,
+      now: () => now.value,
+      evictStepPoints: 7,
+    });
+    telemetry.start();
+    Object.assign(f, { db, bus, devices, telemetry });
+  };
+  open();
+  Object.assign(f, {
+    dir,
+    now,
+    device(name: string) {
+      const d = f.devices.save({ name });
+      return f.devices.identity(d.id.id) as DeviceIdentity;
+    },
+    async reopen() {
+      await f.telemetry.stop();
+      f.db.close();
+      open();
+    },
+    async close() {
+      await f.telemetry.stop();
+      if (f.db.open) f.db.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  });
+  return f;
+}
+
+const history = (params: Record<string, string>) => parseTimeseriesQuery(params);
+const count = (db: Db, sql = 'SELECT count(*) AS n FROM ts_kv') =>
+  (db.prepare(sql).get() as { n: number }).n;
+
+describe('ingest and group commit', () => {
+  let f: Fixture;
+  before(async () => {
+    f = await fixture({ batchMaxWaitMs: 30 });
+  });
+  after(() => f.close());
+
+  it('resolves only after the commit, and batches concurrent writers into one transaction', async () => {
+    const a = f.device('gc-a');
+    const b = f.device('gc-b');
+    const events: Array<GatewayEvents['telemetry']> = [];
+    f.bus.on('test', 'telemetry', (e) => events.push(e));
+    const before = f.telemetry.stats.batches;
+    const writes = [
+      f.telemetry.ingest(a, '{"temp":21.5}', T0),
+      f.telemetry.ingest(a, '{"hum":40}', T0),
+      f.telemetry.ingest(b, '[{"ts":1,"values":{"x":1}},{"ts":2,"values":{"x":2}}]'),
+    ];
+    // Nothing is visible before the batch's timer fires.
+    assert.equal(count(f.db), 0);
+    assert.equal(f.telemetry.stats.pending, 4);
+    assert.deepEqual(await Promise.all(writes), [1, 1, 2]);
+    assert.equal(count(f.db), 4);
+    assert.equal(f.telemetry.stats.batches - before, 1);
+    // One event per device per batch, with that device's points.
+    assert.equal(events.length, 2);
+    const byDevice = Object.fromEntries(events.map((e) => [e.deviceId, e.points]));
+    assert.deepEqual(
+      byDevice[a.id].map((p) => [p.key, p.value]),
+      [
+        ['temp', 21.5],
+        ['hum', 40],
+      ],
+    );
+    assert.deepEqual(
+      byDevice[b.id].map((p) => p.ts),
+      [1, 2],
+    );
+    f.bus.removeOwner('test');
+  });
+
+  it('commits at the batch size without waiting for the timer', async () => {
+    const g = await fixture({ batchMaxWaitMs: 10_000, batchMaxPoints: 3 });
+    try {
+      const d = g.device('size');
+      const started = Date.now();
+      await g.telemetry.ingest(d, '{"a":1,"b":2,"c":3}');
+      assert.ok(Date.now() - started < 5000);
+      assert.equal(count(g.db), 3);
+    } finally {
+      await g.close();
+    }
+  });
+
+  it('stores nothing of a bad payload', async () => {
+    const d = f.device('bad');
+    const n = count(f.db);
+    await assert.rejects(
+      () => f.telemetry.ingest(d, '[{"ts":1,"values":{"a":1}},{"ts":"x","values":{"a":2}}]'),
+      ValidationError,
+    );
+    assert.equal(count(f.db), n);
+  });
+
+  it('rejects every caller of a batch whose commit fails, and keeps working afterwards', async () => {
+    const d = f.device('fail');
+    f.db.pragma('query_only = ON');
+    const results = await Promise.allSettled([
+      f.telemetry.ingest(d, '{"a":1}'),
+      f.telemetry.ingest(d, '{"b":2}'),
+    ]);
+    f.db.pragma('query_only = OFF');
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['rejected', 'rejected'],
+    );
+    assert.equal(f.telemetry.devicePoints(d.id), 0);
+    await f.telemetry.ingest(d, '{"a":1}');
+    assert.equal(f.telemetry.devicePoints(d.id), 1);
+    assert.deepEqual(f.telemetry.keys(d.id), ['a']);
+  });
+
+  it('stop() commits what is pending, then refuses writes', async () => {
+    const g = await fixture({ batchMaxWaitMs: 10_000 });
+    const d = g.device('stop');
+    const pending = g.telemetry.ingest(d, '{"a":1}');
+    await g.telemetry.stop();
+    await pending;
+    assert.equal(count(g.db), 1);
+    await assert.rejects(() => g.telemetry.ingest(d, '{"a":2}'), /stopped/);
+    await g.close();
+  });
+});
+
+describe('storage, overwrite and latest values', () => {
+  let f: Fixture;
+  let d: DeviceIdentity;
+  before(async () => {
+    f = await fixture();
+    d = f.device('store');
+  });
+  after(() => f.close());
+
+  it('keeps every value type and returns strings unless strict', async () => {
+    await f.telemetry.ingest(
+      d,
+      '{"ts":1000,"values":{"b":true,"l":42,"d":21.0,"s":"hi","j":{"a":[1,2]},"big":9223372036854775807}}',
+    );
+    const loose = f.telemetry.query(d.id, history({}));
+    assert.deepEqual(loose, {
+      b: [{ ts: 1000, value: 'true' }],
+      l: [{ ts: 1000, value: '42' }],
+      d: [{ ts: 1000, value: '21.0' }],
+      s: [{ ts: 1000, value: 'hi' }],
+      j: [{ ts: 1000, value: '{"a":[1,2]}' }],
+      big: [{ ts: 1000, value: '9223372036854775807' }],
+    });
+    const strict = f.telemetry.query(
+      d.id,
+      history({ useStrictDataTypes: 'true', keys: 'b,l,d,s,j' }),
+    );
+    assert.deepEqual(strict, {
+      b: [{ ts: 1000, value: true }],
+      l: [{ ts: 1000, value: 42 }],
+      d: [{ ts: 1000, value: 21 }],
+      s: [{ ts: 1000, value: 'hi' }],
+      j: [{ ts: 1000, value: { a: [1, 2] } }],
+    });
+    const types = f.db
+      .prepare('SELECT typeof(dbl_v) AS d FROM ts_kv WHERE ts = 1000 AND dbl_v IS NOT NULL')
+      .get() as { d: string };
+    assert.equal(types.d, 'real');
+  });
+
+  it('a repeated (device, key, ts) overwrites, also with another type, and is counted once', async () => {
+    const before = f.telemetry.devicePoints(d.id);
+    await f.telemetry.ingest(d, '{"ts":2000,"values":{"o":1}}');
+    await f.telemetry.ingest(d, '{"ts":2000,"values":{"o":"two"}}');
+    await Promise.all([
+      f.telemetry.ingest(d, '{"ts":3000,"values":{"o":3}}'),
+      f.telemetry.ingest(d, '{"ts":3000,"values":{"o":4}}'),
+    ]);
+    assert.equal(f.telemetry.devicePoints(d.id), before + 2);
+    const rows = f.telemetry.query(
+      d.id,
+      history({
+        keys: 'o',
+        startTs: '0',
+        endTs: '10000',
+        orderBy: 'ASC',
+        useStrictDataTypes: 'true',
+      }),
+    );
+    assert.deepEqual(rows.o, [
+      { ts: 2000, value: 'two' },
+      { ts: 3000, value: 4 },
+    ]);
+    const total = count(f.db);
+    assert.equal(f.telemetry.stats.points, total);
+  });
+
+  it('a series whose value type changes within one batch is counted exactly', async () => {
+    const before = f.telemetry.devicePoints(d.id);
+    await f.telemetry.ingest(
+      d,
+      '[{"ts":7001,"values":{"m":1}},{"ts":7002,"values":{"m":"x"}},{"ts":7003,"values":{"m":2.5}}]',
+    );
+    assert.equal(f.telemetry.devicePoints(d.id), before + 3);
+    assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), count(f.db));
+    assert.deepEqual(f.telemetry.query(d.id, history({ keys: 'm' })).m, [
+      { ts: 7003, value: '2.5' },
+    ]);
+  });
+
+  it('latest keeps the newest ts; an older point does not replace it', async () => {
+    await f.telemetry.ingest(d, '{"ts":5000,"values":{"t":5}}');
+    await f.telemetry.ingest(d, '{"ts":4000,"values":{"t":4}}');
+    assert.deepEqual(f.telemetry.query(d.id, history({ keys: 't' })).t, [{ ts: 5000, value: '5' }]);
+  });
+
+  it('latest of a key without data is null at the current time', () => {
+    const res = f.telemetry.query(d.id, history({ keys: 't,nope' }));
+    assert.deepEqual(res.nope, [{ ts: f.now.value, value: null }]);
+  });
+
+  it('raw history: [startTs, endTs), limit and order', async () => {
+    const payload = Array.from({ length: 10 }, (_, i) => ({
+      ts: 10_000 + i * 100,
+      values: { h: i },
+    }));
+    await f.telemetry.ingest(d, JSON.stringify(payload));
+    const q = (p: Record<string, string>) =>
+      f.telemetry.query(d.id, history({ keys: 'h', useStrictDataTypes: 'true', ...p })).h ?? [];
+    assert.deepEqual(
+      q({ startTs: '10100', endTs: '10400' }).map((p) => p.value),
+      [3, 2, 1],
+    );
+    assert.deepEqual(
+      q({ startTs: '10000', endTs: '20000', orderBy: 'ASC', limit: '3' }).map((p) => p.value),
+      [0, 1, 2],
+    );
+    assert.deepEqual(
+      q({ startTs: '10000', endTs: '20000', limit: '2' }).map((p) => p.value),
+      [9, 8],
+    );
+    assert.deepEqual(q({ startTs: '20000', endTs: '30000' }), []);
+    assert.ok(!('h' in f.telemetry.query(d.id, history({ keys: 'h', startTs: '0', endTs: '1' }))));
+  });
+
+  it('keys of a device', () => {
+    assert.deepEqual(f.telemetry.keys(d.id), ['b', 'big', 'd', 'h', 'j', 'l', 'm', 'o', 's', 't']);
+  });
+
+  it('server-side save refuses a payload without data and unknown devices', async () => {
+    await assert.rejects(() => f.telemetry.save(d.id, '{}'), /No timeseries data/);
+    await assert.rejects(
+      () => f.telemetry.save('6a2f4e1c-0000-4000-8000-000000000000', '{"a":1}'),
+      /not found/,
+    );
+    assert.equal(await f.telemetry.save(d.id, { ts: 1, values: { srv: 1 } }), 1);
+  });
+});
+
+describe('aggregation', () => {
+  let f: Fixture;
+  let d: DeviceIdentity;
+  const agg = (agg: string, p: Record<string, string> = {}) =>
+    f.telemetry.query(
+      d.id,
+      history({
+        keys: 'v',
+        agg,
+        startTs: '0',
+        endTs: '1000',
+        interval: '300',
+        useStrictDataTypes: 'true',
+        orderBy: 'ASC',
+        ...p,
+      }),
+    ).v ?? [];
+  before(async () => {
+    f = await fixture();
+    d = f.device('agg');
+    // Buckets of 300 ms over [0, 1000): [0,300) [300,600) [600,900) [900,1000).
+    // 300 and 900 sit exactly on bucket edges; [600,900) is empty.
+    await f.telemetry.ingest(
+      d,
+      JSON.stringify([
+        { ts: 0, values: { v: 1 } },
+        { ts: 100, values: { v: 2.5 } },
+        { ts: 299, values: { v: 'text' } },
+        { ts: 300, values: { v: 10 } },
+        { ts: 599, values: { v: 20 } },
+        { ts: 900, values: { v: 'b' } },
+        { ts: 950, values: { v: 'a' } },
+        { ts: 999, values: { v: true } },
+        { ts: 1000, values: { v: 1000 } },
+      ]),
+    );
+  });
+  after(() => f.close());
+
+  it('AVG over numeric values, bucket ts in the middle, empty buckets omitted', () => {
+    assert.deepEqual(agg('AVG'), [
+      { ts: 150, value: 1.75 },
+      { ts: 450, value: 15 },
+    ]);
+  });
+
+  it('the last bucket is cut at endTs and its middle moves', () => {
+    assert.deepEqual(agg('COUNT'), [
+      { ts: 150, value: 3 },
+      { ts: 450, value: 2 },
+      { ts: 950, value: 3 },
+    ]);
+  });
+
+  it('SUM is a long for long values, a double when doubles take part', () => {
+    assert.deepEqual(agg('SUM'), [
+      { ts: 150, value: 3.5 },
+      { ts: 450, value: 30 },
+    ]);
+    assert.deepEqual(
+      f.telemetry.query(
+        d.id,
+        history({ keys: 'v', agg: 'SUM', startTs: '300', endTs: '600', interval: '300' }),
+      ).v,
+      [{ ts: 450, value: '30' }],
+    );
+  });
+
+  it('MIN/MAX use numbers, else strings, else booleans', () => {
+    assert.deepEqual(agg('MIN'), [
+      { ts: 150, value: 1 },
+      { ts: 450, value: 10 },
+      { ts: 950, value: 'a' },
+    ]);
+    assert.deepEqual(agg('MAX'), [
+      { ts: 150, value: 2.5 },
+      { ts: 450, value: 20 },
+      { ts: 950, value: 'b' },
+    ]);
+    assert.deepEqual(agg('MAX', { startTs: '999', endTs: '1000' }), [{ ts: 999, value: true }]);
+  });
+
+  it('DESC order and string rendering of aggregates', () => {
+    const res = f.telemetry.query(
+      d.id,
+      history({ keys: 'v', agg: 'AVG', startTs: '0', endTs: '1000', interval: '300' }),
+    );
+    assert.deepEqual(res.v, [
+      { ts: 450, value: '15.0' },
+      { ts: 150, value: '1.75' },
+    ]);
+  });
+
+  it('one bucket wider than the range covers it', () => {
+    assert.deepEqual(agg('COUNT', { interval: '100000' }), [{ ts: 500, value: 8 }]);
+  });
+});
+
+describe('ring buffer eviction', () => {
+  it('evicts the oldest chunks first, down to the bound, and never the latest values', async () => {
+    const f = await fixture({ maxPoints: 1000 });
+    try {
+      const d1 = f.device('ev1');
+      const d2 = f.device('ev2');
+      // 4 hours x 300 points per device: 2400 points, oldest hour first.
+      for (let h = 0; h < 4; h++) {
+        for (const d of [d1, d2]) {
+          const payload = Array.from({ length: 300 }, (_, i) => ({
+            ts: T0 + h * HOUR + i * 1000,
+            values: { v: h * 1000 + i },
+          }));
+          await f.telemetry.ingest(d, JSON.stringify(payload));
+        }
+      }
+      f.telemetry.evictNow();
+      const stored = count(f.db);
+      assert.ok(stored <= 1000 && stored >= 990, `stored ${stored}`);
+      assert.equal(f.telemetry.stats.points, stored);
+      // Everything older than the evicted range is gone; the newest hours are intact.
+      const minTs = (f.db.prepare('SELECT min(ts) AS m FROM ts_kv').get() as { m: number }).m;
+      assert.ok(minTs >= T0 + 2 * HOUR, 'hours 0 and 1 evicted first');
+      const newest = f.db
+        .prepare('SELECT count(*) AS n FROM ts_kv WHERE ts >= ?')
+        .get(T0 + 3 * HOUR) as { n: number };
+      assert.equal(newest.n, 600);
+      // Both devices lost the same share of hour 2.
+      const perDevice = f.db
+        .prepare('SELECT device_rid, count(*) AS n FROM ts_kv GROUP BY device_rid')
+        .all() as Array<{ n: number }>;
+      assert.ok(Math.abs(perDevice[0].n - perDevice[1].n) <= 1);
+      // Chunk counts agree with the table.
+      assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), stored);
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv_latest'), 2);
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('runs by itself after commits, in small steps', async () => {
+    const f = await fixture({ maxPoints: 1000 });
+    try {
+      const d = f.device('auto');
+      const payload = Array.from({ length: 1500 }, (_, i) => ({ ts: T0 + i, values: { v: i } }));
+      await f.telemetry.ingest(d, JSON.stringify(payload));
+      const deadline = Date.now() + 5000;
+      while (f.telemetry.stats.points > 1000 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      assert.ok(f.telemetry.stats.points <= 1000);
+      // The oldest points went: what is left is the newest range.
+      const minTs = (f.db.prepare('SELECT min(ts) AS m FROM ts_kv').get() as { m: number }).m;
+      assert.equal(minTs, T0 + 1500 - count(f.db));
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('per-device cap evicts only that device', async () => {
+    const f = await fixture({ maxPointsPerDevice: 100 });
+    try {
+      const big = f.device('big');
+      const small = f.device('small');
+      const mk = (n: number) =>
+        JSON.stringify(Array.from({ length: n }, (_, i) => ({ ts: T0 + i, values: { v: i } })));
+      await f.telemetry.ingest(big, mk(250));
+      await f.telemetry.ingest(small, mk(50));
+      f.telemetry.evictNow();
+      assert.ok(f.telemetry.devicePoints(big.id) <= 100);
+      assert.equal(f.telemetry.devicePoints(small.id), 50);
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('TTL removes whole chunks older than the age limit', async () => {
+    const f = await fixture({ ttlDays: 1 });
+    try {
+      const d = f.device('ttl');
+      f.now.value = T0 + 30 * HOUR;
+      await f.telemetry.ingest(
+        d,
+        JSON.stringify([
+          { ts: T0, values: { v: 1 } },
+          { ts: T0 + 5 * HOUR, values: { v: 2 } },
+          { ts: T0 + 6 * HOUR + 1, values: { v: 3 } },
+          { ts: T0 + 29 * HOUR, values: { v: 4 } },
+        ]),
+      );
+      f.telemetry.evictNow();
+      const left = (
+        f.db.prepare('SELECT ts FROM ts_kv ORDER BY ts').all() as Array<{ ts: number }>
+      ).map((r) => r.ts);
+      assert.deepEqual(left, [T0 + 6 * HOUR + 1, T0 + 29 * HOUR]);
+    } finally {
+      await f.close();
+    }
+  });
+});
+
+describe('restart and deletes', () => {
+  let f: Fixture;
+  let d: DeviceIdentity;
+  before(async () => {
+    f = await fixture();
+    d = f.device('keep');
+    await f.telemetry.ingest(
+      d,
+      JSON.stringify(
+        Array.from({ length: 10 }, (_, i) => ({ ts: 1000 * (i + 1), values: { a: i, b: i * 2 } })),
+      ),
+    );
+  });
+  after(() => f.close());
+
+  it('data, counts and keys survive a restart', async () => {
+    await f.reopen();
+    assert.equal(f.telemetry.stats.points, 20);
+    assert.equal(f.telemetry.devicePoints(d.id), 20);
+    assert.deepEqual(f.telemetry.keys(d.id), ['a', 'b']);
+    // The key dictionary is reused, not duplicated.
+    await f.telemetry.ingest(d, '{"ts":20000,"values":{"a":99}}');
+    assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_key'), 2);
+  });
+
+  it('deletes a range, adjusts counts, and removes the latest value inside it', async () => {
+    const events: Array<GatewayEvents['telemetry.deleted']> = [];
+    f.bus.on('test', 'telemetry.deleted', (e) => events.push(e));
+    f.telemetry.delete(d.id, parseDeleteQuery({ keys: 'a', startTs: '15000', endTs: '25000' }));
+    assert.equal(f.telemetry.devicePoints(d.id), 20);
+    assert.ok(!('a' in f.telemetry.query(d.id, history({}))), 'latest of a deleted');
+    f.telemetry.delete(
+      d.id,
+      parseDeleteQuery({
+        keys: 'a',
+        startTs: '9000',
+        endTs: '11000',
+        rewriteLatestIfDeleted: 'true',
+      }),
+    );
+    assert.equal(f.telemetry.devicePoints(d.id), 18);
+    assert.deepEqual(
+      events.map((e) => e.keys),
+      [['a'], ['a']],
+    );
+    f.bus.removeOwner('test');
+  });
+
+  it('rewrites the latest value from the remaining points when asked', async () => {
+    await f.telemetry.ingest(d, '{"ts":50000,"values":{"a":50}}');
+    f.telemetry.delete(
+      d.id,
+      parseDeleteQuery({
+        keys: 'a',
+        startTs: '40000',
+        endTs: '60000',
+        rewriteLatestIfDeleted: 'true',
+      }),
+    );
+    assert.deepEqual(f.telemetry.query(d.id, history({ keys: 'a' })).a, [{ ts: 8000, value: '7' }]);
+  });
+
+  it('deleteAllDataForKeys removes the whole series; latest stays with deleteLatest=false', () => {
+    f.telemetry.delete(
+      d.id,
+      parseDeleteQuery({ keys: 'b', deleteAllDataForKeys: 'true', deleteLatest: 'false' }),
+    );
+    assert.equal(f.telemetry.devicePoints(d.id), 8);
+    assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 8);
+    assert.deepEqual(f.telemetry.query(d.id, history({ keys: 'b' })).b, [
+      { ts: 10000, value: '18' },
+    ]);
+  });
+
+  it('deleting the device removes its telemetry and its counts', async () => {
+    const other = f.device('other');
+    await f.telemetry.ingest(other, '{"x":1}');
+    f.devices.delete(d.id);
+    assert.equal(count(f.db, `SELECT count(*) AS n FROM ts_kv WHERE device_rid = ${d.rid}`), 0);
+    assert.equal(f.telemetry.stats.points, 1);
+  });
+
+  it('points of a device deleted while they wait for their batch are dropped', async () => {
+    const doomed = f.device('doomed');
+    const events: string[] = [];
+    f.bus.on('test', 'telemetry', (e) => events.push(e.deviceId));
+    const pending = f.telemetry.ingest(doomed, '{"y":1}');
+    f.devices.delete(doomed.id);
+    await pending;
+    f.bus.removeOwner('test');
+    assert.deepEqual(events, []);
+    assert.equal(
+      count(f.db, `SELECT count(*) AS n FROM ts_kv WHERE device_rid = ${doomed.rid}`),
+      0,
+    );
+    assert.equal(
+      count(f.db, `SELECT count(*) AS n FROM ts_kv_latest WHERE device_rid = ${doomed.rid}`),
+      0,
+    );
+    assert.equal(f.telemetry.stats.points, 1);
+  });
+});
+
+describe('query parameters', () => {
+  it('reports bad parameters in one message', () => {
+    const bad = (p: Record<string, string>, re: RegExp) =>
+      assert.throws(
+        () => parseTimeseriesQuery(p),
+        (e: unknown) => e instanceof ValidationError && re.test(e.message),
+      );
+    bad({ startTs: '1' }, /endTs is required/);
+    bad({ startTs: 'x', endTs: '1' }, /startTs must be an integer/);
+    bad({ startTs: '5', endTs: '1' }, /endTs must not be before startTs/);
+    bad({ startTs: '0', endTs: '1', agg: 'MEDIAN' }, /agg must be one of/);
+    bad({ startTs: '0', endTs: '10', agg: 'AVG' }, /interval must be at least 1/);
+    bad({ startTs: '0', endTs: '1000000000', agg: 'AVG', interval: '1' }, /too small/);
+    bad({ startTs: '0', endTs: '1', limit: '0' }, /limit must be an integer >= 1/);
+    bad({ startTs: '0', endTs: '1', orderBy: 'UP' }, /orderBy must be ASC or DESC/);
+    bad({ useStrictDataTypes: 'yes' }, /useStrictDataTypes must be true or false/);
+    bad({ startTs: '0', endTs: '1', intervalType: 'WEEK' }, /not supported/);
+    assert.throws(() => parseDeleteQuery({ startTs: '0', endTs: '1' }), /keys is required/);
+    assert.throws(() => parseDeleteQuery({ keys: 'a' }), /startTs and endTs are required/);
+  });
+});

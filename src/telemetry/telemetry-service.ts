@@ -1,0 +1,250 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { Db } from '../db/open.js';
+import type { DeviceIdentity, DeviceService } from '../devices/device-service.js';
+import { NotFoundError, UnavailableError, ValidationError } from '../errors.js';
+import type { EventBus, TelemetryPoint } from '../events.js';
+import { TelemetryEvictor } from './telemetry-evictor.js';
+import {
+  parseTelemetry,
+  parseTelemetryText,
+  TELEMETRY_LIMITS,
+  type TelemetryLimits,
+  type TsEntry,
+} from './telemetry-parser.js';
+import {
+  type DeleteQuery,
+  formatValue,
+  type TimeseriesQuery,
+  type TsKvOut,
+} from './telemetry-query.js';
+import { TelemetryStore } from './telemetry-store.js';
+import { type CommittedItem, TelemetryWriter } from './telemetry-writer.js';
+
+export interface TelemetryServiceDeps {
+  readonly db: Db;
+  readonly bus: EventBus;
+  readonly log: Logger;
+  readonly devices: Pick<DeviceService, 'identity'>;
+  readonly config: Config['telemetry'];
+  readonly limits?: TelemetryLimits;
+  /** Clock for server timestamps and the age limit (tests). */
+  readonly now?: () => number;
+  /** Points per eviction transaction. */
+  readonly evictStepPoints?: number;
+}
+
+/** `{"key": [{"ts": .., "value": ..}, ...]}`, the REST shape of ThingsBoard. */
+export type TimeseriesResult = Record<string, TsKvOut[]>;
+
+const OWNER = 'telemetry';
+
+/**
+ * The telemetry domain: one ingest path for every transport (parse, type, group commit),
+ * ring-buffer eviction, queries and deletes. Emits one `telemetry` event per device per
+ * committed batch.
+ */
+export class TelemetryService {
+  readonly #deps: TelemetryServiceDeps;
+  #store: TelemetryStore | undefined;
+  #writer: TelemetryWriter | undefined;
+  #evictor: TelemetryEvictor | undefined;
+
+  constructor(deps: TelemetryServiceDeps) {
+    this.#deps = deps;
+  }
+
+  /** Loads counts and the key dictionary, starts eviction. */
+  start(): void {
+    const { db, log, config, bus } = this.#deps;
+    const store = new TelemetryStore(db);
+    store.init();
+    this.#store = store;
+    const evictor = new TelemetryEvictor({
+      store,
+      log,
+      maxPoints: config.maxPoints,
+      maxPointsPerDevice: config.maxPointsPerDevice,
+      ttlDays: config.ttlDays,
+      stepPoints: this.#deps.evictStepPoints,
+      now: this.#deps.now,
+    });
+    this.#evictor = evictor;
+    this.#writer = new TelemetryWriter({
+      store,
+      log,
+      maxWaitMs: config.batchMaxWaitMs,
+      maxBatchPoints: config.batchMaxPoints,
+      onCommit: (items) => {
+        this.#emit(items);
+        evictor.kick();
+      },
+    });
+    // The delete trigger of migration 002 removed the device's rows: recount.
+    bus.on(OWNER, 'device.deleted', () => store.reloadCounts());
+    evictor.start();
+    log.info(
+      {
+        points: store.totalPoints,
+        maxPoints: config.maxPoints,
+        batchMaxWaitMs: config.batchMaxWaitMs,
+      },
+      'telemetry started',
+    );
+  }
+
+  /** Commits every pending point, then stops eviction. Safe to call twice. */
+  stop(): Promise<void> {
+    this.#writer?.stop();
+    this.#evictor?.stop();
+    this.#deps.bus.removeOwner(OWNER);
+    return Promise.resolve();
+  }
+
+  /**
+   * The ingest path of every transport. `payload` is the raw body (string or bytes: numbers are
+   * typed by their literal) or an already parsed JSON value. Resolves with the number of points
+   * once they are committed; rejects with a ValidationError for a bad payload, of which nothing
+   * is stored.
+   */
+  async ingest(
+    device: DeviceIdentity,
+    payload: unknown,
+    receivedTs = this.#now(),
+  ): Promise<number> {
+    const points = this.#parse(payload, receivedTs);
+    return await this.#write(device.rid, device.id, points);
+  }
+
+  /** Writes points that are already typed (benchmarks, internal producers). */
+  async writePoints(device: DeviceIdentity, points: readonly TsEntry[]): Promise<number> {
+    return await this.#write(device.rid, device.id, points);
+  }
+
+  /**
+   * Server-side write (`POST .../timeseries/{scope}`): same forms; a payload without any data
+   * point is an error, as in ThingsBoard.
+   */
+  async save(deviceId: string, payload: unknown): Promise<number> {
+    const device = this.#device(deviceId);
+    const points = this.#parse(payload, this.#now());
+    if (points.length === 0) throw new ValidationError('No timeseries data found in request body');
+    return await this.#write(device.rid, device.id, points);
+  }
+
+  /** Commits pending points now (tests, shutdown). */
+  flush(): void {
+    this.#writer?.flush();
+  }
+
+  /** Runs eviction until every bound holds (tests, benchmarks). */
+  evictNow(): number {
+    return this.#requireStarted().evictor.runUntilDone();
+  }
+
+  get stats(): { points: number; pending: number; evicted: number; batches: number } {
+    return {
+      points: this.#store?.totalPoints ?? 0,
+      pending: this.#writer?.pending ?? 0,
+      evicted: this.#evictor?.evicted ?? 0,
+      batches: this.#writer?.stats.batches ?? 0,
+    };
+  }
+
+  devicePoints(deviceId: string): number {
+    const { store } = this.#requireStarted();
+    return store.devicePoints(this.#device(deviceId).rid);
+  }
+
+  /** Keys with data for the device (`GET .../keys/timeseries`). */
+  keys(deviceId: string): string[] {
+    const { store } = this.#requireStarted();
+    return store.keysOf(this.#device(deviceId).rid);
+  }
+
+  /** `GET .../values/timeseries`: latest values, raw history or aggregates. */
+  query(deviceId: string, q: TimeseriesQuery): TimeseriesResult {
+    const { store } = this.#requireStarted();
+    const { rid } = this.#device(deviceId);
+    const out: TimeseriesResult = {};
+    if (q.mode === 'latest') {
+      const found = store.latest(rid, q.keys);
+      for (const [key, v] of found) out[key] = [{ ts: v.ts, value: formatValue(v, q.strict) }];
+      // platform.md §3.8: a requested key without data comes back with a null value.
+      for (const key of q.keys ?? []) out[key] ??= [{ ts: this.#now(), value: null }];
+      return out;
+    }
+    const keys = q.keys ?? store.keysOf(rid);
+    for (const key of keys) {
+      let values =
+        q.agg === 'NONE'
+          ? store.history(rid, key, q.startTs, q.endTs, q.limit, q.orderBy)
+          : store.aggregate(rid, key, q.startTs, q.endTs, q.interval, q.agg);
+      if (values.length === 0) continue;
+      if (q.agg !== 'NONE' && q.orderBy === 'DESC') values = values.reverse();
+      out[key] = values.map((v) => ({ ts: v.ts, value: formatValue(v, q.strict) }));
+    }
+    return out;
+  }
+
+  /** `DELETE .../timeseries/delete`; returns the number of points deleted. */
+  delete(deviceId: string, q: DeleteQuery): number {
+    const { store } = this.#requireStarted();
+    const device = this.#device(deviceId);
+    const n = store.deleteRange(device.rid, q.keys, q.startTs, q.endTs, q);
+    this.#deps.bus.emit('telemetry.deleted', { deviceId: device.id, keys: q.keys });
+    return n;
+  }
+
+  #parse(payload: unknown, now: number): TsEntry[] {
+    const limits = this.#deps.limits ?? TELEMETRY_LIMITS;
+    return typeof payload === 'string' || payload instanceof Uint8Array
+      ? parseTelemetryText(payload, now, limits)
+      : parseTelemetry(payload, now, limits);
+  }
+
+  async #write(rid: number, deviceId: string, points: readonly TsEntry[]): Promise<number> {
+    const { writer } = this.#requireStarted();
+    await writer.write(rid, deviceId, points);
+    return points.length;
+  }
+
+  #emit(items: readonly CommittedItem[]): void {
+    const { bus } = this.#deps;
+    if (bus.listenerCount('telemetry') === 0) return;
+    const byDevice = new Map<string, TelemetryPoint[]>();
+    for (const item of items) {
+      let list = byDevice.get(item.deviceId);
+      if (!list) {
+        list = [];
+        byDevice.set(item.deviceId, list);
+      }
+      for (const p of item.points) list.push({ key: p.key, ts: p.ts, value: eventValue(p) });
+    }
+    for (const [deviceId, points] of byDevice) bus.emit('telemetry', { deviceId, points });
+  }
+
+  #device(deviceId: string): DeviceIdentity {
+    const device = this.#deps.devices.identity(deviceId.toLowerCase());
+    if (!device) throw new NotFoundError(`Device with id [${deviceId}] is not found`);
+    return device;
+  }
+
+  #requireStarted() {
+    if (!this.#store || !this.#writer || !this.#evictor) {
+      throw new UnavailableError('Telemetry service is not started');
+    }
+    return { store: this.#store, writer: this.#writer, evictor: this.#evictor };
+  }
+
+  #now(): number {
+    return this.#deps.now?.() ?? Date.now();
+  }
+}
+
+/** Event values: JSON parsed; a long beyond 2^53 as its exact decimal string. */
+function eventValue(p: TsEntry): TelemetryPoint['value'] {
+  if (p.kind === 'json') return JSON.parse(p.value as string) as object;
+  if (typeof p.value === 'bigint') return p.value.toString();
+  return p.value;
+}

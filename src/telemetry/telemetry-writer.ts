@@ -1,0 +1,143 @@
+import type { Logger } from 'pino';
+import { UnavailableError } from '../errors.js';
+import type { TsEntry } from './telemetry-parser.js';
+import type { TelemetryStore, WriteItem } from './telemetry-store.js';
+
+/** Points of one device that were committed together. */
+export interface CommittedItem extends WriteItem {
+  readonly deviceId: string;
+}
+
+export interface TelemetryWriterDeps {
+  readonly store: TelemetryStore;
+  readonly log: Logger;
+  /** Longest a point waits for its batch (0 = next turn of the event loop). */
+  readonly maxWaitMs: number;
+  /** A batch is committed as soon as it holds this many points. */
+  readonly maxBatchPoints: number;
+  /** Called after each commit with the committed items, in arrival order. */
+  readonly onCommit?: (items: readonly CommittedItem[]) => void;
+}
+
+interface Job extends CommittedItem {
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Group commit: collects points from every transport and writes them in one transaction per
+ * batch. A caller's promise resolves only after the transaction that holds its points has
+ * committed, so a transport acknowledges only stored data; if the commit fails, every caller of
+ * that batch is rejected. One payload is never split across transactions.
+ */
+export class TelemetryWriter {
+  readonly #deps: TelemetryWriterDeps;
+  #queue: Job[] = [];
+  #queued = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #immediate: NodeJS.Immediate | undefined;
+  #stopped = false;
+  #batches = 0;
+  #points = 0;
+
+  constructor(deps: TelemetryWriterDeps) {
+    this.#deps = deps;
+  }
+
+  /** Points waiting for their commit. */
+  get pending(): number {
+    return this.#queued;
+  }
+
+  get stats(): { batches: number; points: number } {
+    return { batches: this.#batches, points: this.#points };
+  }
+
+  /** Queues the points of one device; resolves after they are committed. */
+  write(rid: number, deviceId: string, points: readonly TsEntry[]): Promise<void> {
+    if (this.#stopped) return Promise.reject(new UnavailableError('Telemetry writer is stopped'));
+    if (points.length === 0) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      this.#queue.push({ rid, deviceId, points, resolve, reject });
+      this.#queued += points.length;
+      if (this.#queued >= this.#deps.maxBatchPoints) this.#scheduleNow();
+      else this.#schedule();
+    });
+  }
+
+  /** Commits everything queued now, in batches. */
+  flush(): void {
+    this.#clearTimers();
+    while (this.#queue.length > 0) this.#commitBatch();
+  }
+
+  /** Commits what is queued and refuses further writes. Safe to call twice. */
+  stop(): void {
+    this.#stopped = true;
+    this.flush();
+  }
+
+  #schedule(): void {
+    if (this.#timer || this.#immediate) return;
+    if (this.#deps.maxWaitMs <= 0) this.#scheduleNow();
+    else this.#timer = setTimeout(() => this.#onTimer(), this.#deps.maxWaitMs);
+  }
+
+  #scheduleNow(): void {
+    if (this.#immediate) return;
+    if (this.#timer) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    this.#immediate = setImmediate(() => this.#onTimer());
+  }
+
+  #clearTimers(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#immediate) clearImmediate(this.#immediate);
+    this.#timer = undefined;
+    this.#immediate = undefined;
+  }
+
+  #onTimer(): void {
+    this.#timer = undefined;
+    this.#immediate = undefined;
+    this.#commitBatch();
+    if (this.#queue.length === 0) return;
+    if (this.#queued >= this.#deps.maxBatchPoints) this.#scheduleNow();
+    else this.#schedule();
+  }
+
+  /** Takes jobs up to the batch size (at least one) and commits them in one transaction. */
+  #commitBatch(): void {
+    if (this.#queue.length === 0) return;
+    let take = 0;
+    let points = 0;
+    while (
+      take < this.#queue.length &&
+      (take === 0 || points + this.#queue[take].points.length <= this.#deps.maxBatchPoints)
+    ) {
+      points += this.#queue[take].points.length;
+      take++;
+    }
+    const batch = this.#queue.slice(0, take);
+    this.#queue = this.#queue.slice(take);
+    this.#queued -= points;
+    let dropped: ReadonlySet<number>;
+    try {
+      dropped = this.#deps.store.write(batch).dropped;
+    } catch (err) {
+      this.#deps.log.error({ err, points, jobs: batch.length }, 'telemetry commit failed');
+      for (const job of batch) job.reject(err);
+      return;
+    }
+    this.#batches++;
+    this.#points += points;
+    for (const job of batch) job.resolve();
+    try {
+      this.#deps.onCommit?.(dropped.size > 0 ? batch.filter((j) => !dropped.has(j.rid)) : batch);
+    } catch (err) {
+      this.#deps.log.error({ err }, 'telemetry commit listener failed');
+    }
+  }
+}
