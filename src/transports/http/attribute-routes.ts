@@ -1,0 +1,101 @@
+import { Hono } from 'hono';
+import {
+  type AttributeService,
+  checkKeys,
+  isAttributeScope,
+} from '../../attributes/attribute-service.js';
+import { parseTypedObject } from '../../attributes/kv-value.js';
+import { attributeListJson } from '../../attributes/payloads.js';
+import { ATTRIBUTE_SCOPES, type AttributeScope } from '../../attributes/types.js';
+import { requireUuid } from '../../common/entity.js';
+import { ForbiddenError, ValidationError } from '../../errors.js';
+import type { HttpEnv } from './context.js';
+import { jsonText } from './device-api/long-poll.js';
+import type { RequireUser } from './middleware.js';
+
+function scopeOf(
+  raw: string,
+  allowed: readonly AttributeScope[] = ATTRIBUTE_SCOPES,
+): AttributeScope {
+  if (!isAttributeScope(raw) || !allowed.includes(raw)) {
+    throw new ValidationError(`Invalid scope: ${raw}`);
+  }
+  return raw;
+}
+
+function keysOf(raw: string | undefined): string[] | undefined {
+  return raw === undefined || raw === '' ? undefined : raw.split(',');
+}
+
+/**
+ * Attribute REST API of ThingsBoard (platform.md §3.8), mounted at `/api/plugins/telemetry`
+ * beside the telemetry routes. Devices only; TENANT_ADMIN only until customer access rules land.
+ */
+export function attributeRoutes(deps: { attributes: AttributeService; requireUser: RequireUser }) {
+  const { attributes } = deps;
+  const app = new Hono<HttpEnv>();
+  const user = deps.requireUser;
+  // @TODO(users issue): customer users get their own view through the authorization module.
+  const tenantOnly: typeof user = async (c, next) => {
+    if (c.var.principal.authority !== 'TENANT_ADMIN') throw new ForbiddenError();
+    await next();
+  };
+
+  // Attribute key names, all scopes or one (duplicates across scopes appear once).
+  app.get('/DEVICE/:id/keys/attributes', user, tenantOnly, (c) => {
+    const id = requireUuid(c.req.param('id'), 'entityId');
+    const keys = ATTRIBUTE_SCOPES.flatMap((scope) => attributes.get(id, scope).map((kv) => kv.key));
+    return c.json([...new Set(keys)]);
+  });
+
+  app.get('/DEVICE/:id/keys/attributes/:scope', user, tenantOnly, (c) => {
+    const id = requireUuid(c.req.param('id'), 'entityId');
+    const scope = scopeOf(c.req.param('scope'));
+    return c.json(attributes.get(id, scope).map((kv) => kv.key));
+  });
+
+  app.get('/DEVICE/:id/values/attributes', user, tenantOnly, (c) => {
+    const id = requireUuid(c.req.param('id'), 'entityId');
+    const keys = keysOf(c.req.query('keys'));
+    const all = ATTRIBUTE_SCOPES.flatMap((scope) => attributes.get(id, scope, keys));
+    return jsonText(c, attributeListJson(all));
+  });
+
+  app.get('/DEVICE/:id/values/attributes/:scope', user, tenantOnly, (c) => {
+    const id = requireUuid(c.req.param('id'), 'entityId');
+    const scope = scopeOf(c.req.param('scope'));
+    return jsonText(c, attributeListJson(attributes.get(id, scope, keysOf(c.req.query('keys')))));
+  });
+
+  // Only the server side writes SHARED/SERVER scope; CLIENT_SCOPE -> 400 "Invalid scope".
+  const save = user;
+  const saveHandler = [
+    save,
+    tenantOnly,
+    async (c: Parameters<typeof user>[0]) => {
+      const id = requireUuid(c.req.param('id'), 'entityId');
+      const scope = scopeOf(c.req.param('scope') ?? '', ['SHARED_SCOPE', 'SERVER_SCOPE']);
+      const text = await c.req.text();
+      if (text.trim() === '') throw new ValidationError('Request body is required');
+      // @NOTE: REST values keep their JSON types; only device payloads cast numeric strings.
+      const values = parseTypedObject(text, { cast: false });
+      checkKeys(values.keys());
+      if (values.size === 0) throw new ValidationError('No attributes data found in request body!');
+      attributes.saveTyped(id, scope, values);
+      return c.body(null, 200);
+    },
+  ] as const;
+  app.post('/DEVICE/:id/attributes/:scope', ...saveHandler);
+  app.post('/DEVICE/:id/:scope', ...saveHandler);
+
+  app.delete('/DEVICE/:id/:scope', user, tenantOnly, async (c) => {
+    const id = requireUuid(c.req.param('id'), 'entityId');
+    const scope = scopeOf(c.req.param('scope'));
+    const keys = keysOf(c.req.query('keys'));
+    if (!keys) throw new ValidationError('keys is required');
+    await attributes.delete(id, scope, keys);
+    return c.body(null, 200);
+  });
+
+  return app;
+}

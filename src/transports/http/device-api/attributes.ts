@@ -1,0 +1,47 @@
+import { Hono } from 'hono';
+import { type AttributeService, parseKeyList } from '../../../attributes/attribute-service.js';
+import { parseTypedObject } from '../../../attributes/kv-value.js';
+import { deviceAttributesJson, sharedUpdateJson } from '../../../attributes/payloads.js';
+import { ValidationError } from '../../../errors.js';
+import type { HttpEnv } from '../context.js';
+import type { DeviceAuth } from './device-auth.js';
+import { jsonText, pollEnded, pollTimeout } from './long-poll.js';
+
+/** Device attribute API (reference device-api.md §2), mounted at `/api/v1`. */
+export function deviceAttributeRoutes(deps: {
+  deviceAuth: DeviceAuth;
+  attributes: AttributeService;
+}) {
+  const { attributes } = deps;
+  const auth = deps.deviceAuth;
+  const app = new Hono<HttpEnv>();
+
+  // §2.1: a single JSON object, typed as §1.2 (numeric strings cast); 200 with an empty body.
+  app.post('/:token/attributes', auth, async (c) => {
+    const text = await c.req.text();
+    if (text.trim() === '') throw new ValidationError('Request body is required');
+    attributes.saveTyped(c.var.device.id, 'CLIENT_SCOPE', parseTypedObject(text, { cast: true }));
+    return c.body(null, 200);
+  });
+
+  app.get('/:token/attributes', auth, (c) => {
+    const res = attributes.forDevice(c.var.device, {
+      clientKeys: parseKeyList(c.req.query('clientKeys'), 'clientKeys'),
+      sharedKeys: parseKeyList(c.req.query('sharedKeys'), 'sharedKeys'),
+    });
+    return jsonText(c, deviceAttributesJson(res));
+  });
+
+  // §2.3: the first shared-attribute change, then the poll ends.
+  app.get('/:token/attributes/updates', auth, async (c) => {
+    const timeoutMs = pollTimeout(c.req.query('timeout'));
+    const outcome = await attributes.waitForUpdate(c.var.device.id, {
+      timeoutMs,
+      signal: c.req.raw.signal,
+    });
+    if (outcome.kind !== 'value') return pollEnded(c, outcome);
+    return jsonText(c, sharedUpdateJson(outcome.value));
+  });
+
+  return app;
+}
