@@ -2,7 +2,14 @@
 
 import { ValidationError } from '../errors.js';
 
-export type EntityType = 'TENANT' | 'CUSTOMER' | 'USER' | 'DEVICE' | 'DEVICE_PROFILE' | 'DASHBOARD';
+export type EntityType =
+  | 'TENANT'
+  | 'CUSTOMER'
+  | 'USER'
+  | 'DEVICE'
+  | 'DEVICE_PROFILE'
+  | 'DASHBOARD'
+  | 'OTA_PACKAGE';
 
 export interface EntityId<T extends EntityType = EntityType> {
   readonly entityType: T;

@@ -1,15 +1,53 @@
 import { randomUUID } from 'node:crypto';
-import { type EntityId, entityId } from '../common/entity.js';
+import type { Statement } from 'better-sqlite3';
+import { z } from 'zod';
+import {
+  type EntityId,
+  entityId,
+  type PageData,
+  type PageQuery,
+  pageData,
+} from '../common/entity.js';
+import { validate } from '../common/validate.js';
 import type { Db } from '../db/open.js';
-import { NotFoundError } from '../errors.js';
+import { NotFoundError, ValidationError } from '../errors.js';
+import type { EventBus } from '../events.js';
 import type { TenantService } from '../tenant/tenant-service.js';
 
 export const DEFAULT_PROFILE_NAME = 'Default';
 
-export type ProvisionType =
-  | 'DISABLED'
-  | 'ALLOW_CREATE_NEW_DEVICES'
-  | 'CHECK_PRE_PROVISIONED_DEVICES';
+export const PROVISION_TYPES = [
+  'DISABLED',
+  'ALLOW_CREATE_NEW_DEVICES',
+  'CHECK_PRE_PROVISIONED_DEVICES',
+] as const;
+export type ProvisionType = (typeof PROVISION_TYPES)[number];
+
+export type OtaPackageType = 'FIRMWARE' | 'SOFTWARE';
+
+/**
+ * Checks that an OTA package may be assigned to a device or profile of `profileId` (exists, has
+ * the right type, belongs to that profile, has data). Throws a ValidationError otherwise. The OTA
+ * domain supplies it; devices do not import the OTA domain.
+ */
+export type OtaPackageCheck = (type: OtaPackageType, packageId: string, profileId: string) => void;
+
+export const PROFILE_SORT = [
+  'createdTime',
+  'name',
+  'type',
+  'transportType',
+  'description',
+] as const;
+export type ProfileSort = (typeof PROFILE_SORT)[number];
+
+const SORT_COLUMN: Record<ProfileSort, string> = {
+  createdTime: 'created_time',
+  name: 'name',
+  type: 'type',
+  transportType: 'transport_type',
+  description: 'description',
+};
 
 interface ProfileRow {
   id: string;
@@ -24,48 +62,125 @@ interface ProfileRow {
   is_default: number;
   profile_data: string;
   created_time: number;
+  /** Migration 004; undefined on an older schema. */
+  firmware_id?: string | null;
+  software_id?: string | null;
 }
 
+export interface ProvisionConfiguration {
+  readonly type: ProvisionType;
+  readonly provisionDeviceKey: string | null;
+  readonly provisionDeviceSecret: string | null;
+}
+
+/** ThingsBoard's DeviceProfile JSON (platform.md §1.1), the parts this gateway keeps. */
 export interface DeviceProfile {
   readonly id: EntityId<'DEVICE_PROFILE'>;
   readonly createdTime: number;
   readonly tenantId: EntityId<'TENANT'>;
   readonly name: string;
   readonly description: string | null;
+  readonly image: null;
   readonly type: string;
   readonly transportType: string;
   readonly provisionType: ProvisionType;
   readonly provisionDeviceKey: string | null;
+  readonly firmwareId: EntityId<'OTA_PACKAGE'> | null;
+  readonly softwareId: EntityId<'OTA_PACKAGE'> | null;
+  readonly defaultRuleChainId: null;
+  readonly defaultDashboardId: null;
+  readonly defaultQueueName: null;
   readonly default: boolean;
-  readonly profileData: unknown;
+  readonly profileData: {
+    readonly provisionConfiguration: {
+      readonly type: ProvisionType;
+      readonly provisionDeviceSecret: string | null;
+    };
+    readonly [key: string]: unknown;
+  };
 }
 
 function defaultProfileData(): object {
   return {
     configuration: { type: 'DEFAULT' },
     transportConfiguration: { type: 'DEFAULT' },
-    provisionConfiguration: { type: 'DISABLED', provisionDeviceSecret: null },
+    provisionConfiguration: { type: 'DISABLED' },
     alarms: null,
   };
 }
 
-/** Device profiles. The full REST surface (create, edit, alarm rules) comes with later issues. */
+const idRef = z.object({ id: z.string().uuid() });
+const provisionTypeSchema = z.enum([...PROVISION_TYPES, 'X509_CERTIFICATE_CHAIN']);
+
+const profileBody = z
+  .object({
+    id: idRef.nullable().optional(),
+    name: z.string().trim().min(1, 'must not be empty').max(255),
+    description: z.string().max(1024).nullable().optional(),
+    type: z.literal('DEFAULT').nullable().optional(),
+    transportType: z.enum(['DEFAULT', 'MQTT', 'COAP']).nullable().optional(),
+    provisionType: provisionTypeSchema.nullable().optional(),
+    provisionDeviceKey: z.string().max(255).nullable().optional(),
+    firmwareId: idRef.nullable().optional(),
+    softwareId: idRef.nullable().optional(),
+    profileData: z
+      .object({
+        provisionConfiguration: z
+          .object({
+            type: provisionTypeSchema.optional(),
+            provisionDeviceKey: z.string().max(255).nullable().optional(),
+            provisionDeviceSecret: z.string().max(255).nullable().optional(),
+          })
+          .passthrough()
+          .nullable()
+          .optional(),
+      })
+      .passthrough()
+      .nullable()
+      .optional(),
+  })
+  .passthrough();
+
+export interface DeviceProfileServiceDeps {
+  readonly db: Db;
+  readonly tenants: TenantService;
+  /** Receives `deviceProfile.updated` after a save; optional so that tools can run without one. */
+  readonly bus?: EventBus;
+  /** Validates `firmwareId`/`softwareId` on save; without it those fields are refused. */
+  readonly otaCheck?: OtaPackageCheck;
+}
+
+/** Device profiles: the Default profile, ThingsBoard's create/update and list, provisioning keys. */
 export class DeviceProfileService {
   readonly #byId;
   readonly #byName;
+  readonly #byKey;
   readonly #default;
   readonly #insert;
+  readonly #update;
+  #setOta: Statement<[string | null, string | null, string]> | undefined;
 
-  constructor(private readonly deps: { db: Db; tenants: TenantService }) {
+  constructor(private readonly deps: DeviceProfileServiceDeps) {
     const db = deps.db;
     this.#byId = db.prepare<[string], ProfileRow>('SELECT * FROM device_profile WHERE id = ?');
     this.#byName = db.prepare<[string], ProfileRow>('SELECT * FROM device_profile WHERE name = ?');
+    this.#byKey = db.prepare<[string], ProfileRow>(
+      'SELECT * FROM device_profile WHERE provision_device_key = ?',
+    );
     this.#default = db.prepare<[], ProfileRow>('SELECT * FROM device_profile WHERE is_default = 1');
     this.#insert = db.prepare<[ProfileRow]>(
       `INSERT INTO device_profile (id, tenant_id, name, description, type, transport_type,
-         provision_type, provision_device_key, provision_device_secret, is_default, profile_data, created_time)
+         provision_type, provision_device_key, provision_device_secret, is_default, profile_data,
+         created_time)
        VALUES (@id, @tenant_id, @name, @description, @type, @transport_type, @provision_type,
          @provision_device_key, @provision_device_secret, @is_default, @profile_data, @created_time)`,
+    );
+    this.#update = db.prepare<[ProfileRow]>(
+      `UPDATE device_profile SET name = @name, description = @description, type = @type,
+         transport_type = @transport_type, provision_type = @provision_type,
+         provision_device_key = @provision_device_key,
+         provision_device_secret = @provision_device_secret, profile_data = @profile_data
+       WHERE id = @id`,
     );
   }
 
@@ -88,9 +203,95 @@ export class DeviceProfileService {
       is_default: isDefault ? 1 : 0,
       profile_data: JSON.stringify(defaultProfileData()),
       created_time: Date.now(),
+      firmware_id: null,
+      software_id: null,
     };
     this.#insert.run(row);
     return row;
+  }
+
+  /**
+   * ThingsBoard's `POST /api/deviceProfile`: creates (no `id`) or updates (with `id`) a profile.
+   * The provisioning strategy may come as top-level `provisionType`/`provisionDeviceKey` (TB's
+   * JSON) and/or `profileData.provisionConfiguration` `{type, provisionDeviceKey,
+   * provisionDeviceSecret}`; where both are given they must agree. A profile that provisions
+   * needs a key and a secret; keys and names are unique.
+   */
+  save(body: unknown): DeviceProfile {
+    const input = validate(profileBody, body, 'device profile');
+    const pc = input.profileData?.provisionConfiguration ?? undefined;
+    const problems: string[] = [];
+    const type = agree(input.provisionType, pc?.type, 'provisionType', problems) ?? 'DISABLED';
+    const key = emptyToNull(
+      agree(input.provisionDeviceKey, pc?.provisionDeviceKey, 'provisionDeviceKey', problems),
+    );
+    const secret = emptyToNull(pc?.provisionDeviceSecret);
+    if (type === 'X509_CERTIFICATE_CHAIN') {
+      problems.push('provisionType X509_CERTIFICATE_CHAIN is not supported by this gateway');
+    } else if (type !== 'DISABLED') {
+      if (key === null) problems.push(`provisionDeviceKey is required for ${type}`);
+      if (secret === null) problems.push(`provisionDeviceSecret is required for ${type}`);
+    }
+    if (problems.length > 0)
+      throw new ValidationError(`Invalid device profile: ${problems.join('; ')}`);
+
+    const existing = input.id ? this.#byId.get(input.id.id.toLowerCase()) : undefined;
+    if (input.id && !existing)
+      throw new NotFoundError(`Device profile with id [${input.id.id}] is not found`);
+    const id = existing?.id ?? randomUUID();
+    const sameName = this.#byName.get(input.name);
+    if (sameName && sameName.id !== id)
+      throw new ValidationError('Device profile with such name already exists!');
+    const sameKey = key === null ? undefined : this.#byKey.get(key);
+    if (sameKey && sameKey.id !== id)
+      throw new ValidationError('Device profile with such provision device key already exists!');
+
+    const firmwareId = input.firmwareId?.id.toLowerCase() ?? null;
+    const softwareId = input.softwareId?.id.toLowerCase() ?? null;
+    for (const [kind, pkg] of [
+      ['FIRMWARE', firmwareId],
+      ['SOFTWARE', softwareId],
+    ] as const) {
+      if (pkg === null) continue;
+      if (!this.deps.otaCheck) throw new ValidationError('OTA packages are not available');
+      this.deps.otaCheck(kind, pkg, id);
+    }
+
+    const { provisionConfiguration: _pc, ...restData } = input.profileData ?? {};
+    const profileData = {
+      ...defaultProfileData(),
+      ...restData,
+      provisionConfiguration: { type },
+    };
+    const row: ProfileRow = {
+      id,
+      tenant_id: this.deps.tenants.id,
+      name: input.name,
+      description: input.description ?? null,
+      type: input.type ?? 'DEFAULT',
+      transport_type: input.transportType ?? 'DEFAULT',
+      provision_type: type as ProvisionType,
+      provision_device_key: key,
+      provision_device_secret: secret,
+      is_default: existing?.is_default ?? 0,
+      profile_data: JSON.stringify(profileData),
+      created_time: existing?.created_time ?? Date.now(),
+      firmware_id: firmwareId,
+      software_id: softwareId,
+    };
+    this.deps.db.transaction(() => {
+      if (existing) this.#update.run(row);
+      else this.#insert.run(row);
+      if (existing || firmwareId || softwareId) {
+        // Prepared on first use: the columns come with migration 004.
+        this.#setOta ??= this.deps.db.prepare(
+          'UPDATE device_profile SET firmware_id = ?, software_id = ? WHERE id = ?',
+        );
+        this.#setOta.run(firmwareId, softwareId, id);
+      }
+    })();
+    this.deps.bus?.emit('deviceProfile.updated', { profileId: id });
+    return toProfile(row);
   }
 
   get(id: string): DeviceProfile {
@@ -114,20 +315,99 @@ export class DeviceProfileService {
   findOrCreateByName(name: string): DeviceProfile {
     return toProfile(this.#byName.get(name) ?? this.#create(name, false));
   }
+
+  /** The profile whose provisioning key is `key`, with its secret (provisioning only). */
+  byProvisionKey(
+    key: string,
+  ): { readonly profile: DeviceProfile; readonly config: ProvisionConfiguration } | undefined {
+    const row = this.#byKey.get(key);
+    return (
+      row && {
+        profile: toProfile(row),
+        config: {
+          type: row.provision_type,
+          provisionDeviceKey: row.provision_device_key,
+          provisionDeviceSecret: row.provision_device_secret,
+        },
+      }
+    );
+  }
+
+  /** The OTA package assigned to a profile, or null. */
+  packageOf(profileId: string, type: OtaPackageType): string | null {
+    const row = this.#byId.get(profileId);
+    if (!row) return null;
+    return (type === 'FIRMWARE' ? row.firmware_id : row.software_id) ?? null;
+  }
+
+  list(q: PageQuery<ProfileSort>): PageData<DeviceProfile> {
+    const params: Record<string, unknown> = {};
+    let clause = '';
+    if (q.textSearch) {
+      clause = ` WHERE lower(name) LIKE @search ESCAPE '\\'`;
+      params.search = `%${q.textSearch.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    }
+    const { db } = this.deps;
+    const total = (
+      db.prepare(`SELECT count(*) AS n FROM device_profile${clause}`).get(params) as { n: number }
+    ).n;
+    const column = SORT_COLUMN[q.sortProperty ?? 'createdTime'];
+    const rows = db
+      .prepare(
+        `SELECT * FROM device_profile${clause} ORDER BY ${column} ${q.sortOrder}, id ${q.sortOrder}
+         LIMIT @limit OFFSET @offset`,
+      )
+      .all({ ...params, limit: q.pageSize, offset: q.page * q.pageSize }) as ProfileRow[];
+    return pageData(rows.map(toProfile), total, q);
+  }
+}
+
+function emptyToNull(v: string | null | undefined): string | null {
+  return v === undefined || v === null || v.trim() === '' ? null : v;
+}
+
+/** Two places for one setting: either may be given; when both are, they must be equal. */
+function agree<T>(
+  top: T | null | undefined,
+  nested: T | null | undefined,
+  name: string,
+  problems: string[],
+): T | undefined {
+  const a = top ?? undefined;
+  const b = nested ?? undefined;
+  if (a !== undefined && b !== undefined && a !== b) {
+    problems.push(
+      `${name} differs from profileData.provisionConfiguration.${name === 'provisionType' ? 'type' : name}`,
+    );
+  }
+  return a ?? b;
 }
 
 function toProfile(row: ProfileRow): DeviceProfile {
+  const data = JSON.parse(row.profile_data) as Record<string, unknown>;
   return {
     id: entityId('DEVICE_PROFILE', row.id),
     createdTime: row.created_time,
     tenantId: entityId('TENANT', row.tenant_id),
     name: row.name,
     description: row.description,
+    image: null,
     type: row.type,
     transportType: row.transport_type,
     provisionType: row.provision_type,
     provisionDeviceKey: row.provision_device_key,
+    firmwareId: row.firmware_id ? entityId('OTA_PACKAGE', row.firmware_id) : null,
+    softwareId: row.software_id ? entityId('OTA_PACKAGE', row.software_id) : null,
+    defaultRuleChainId: null,
+    defaultDashboardId: null,
+    defaultQueueName: null,
     default: row.is_default === 1,
-    profileData: JSON.parse(row.profile_data),
+    profileData: {
+      ...data,
+      provisionConfiguration: {
+        type: row.provision_type,
+        provisionDeviceSecret: row.provision_device_secret,
+      },
+    },
   };
 }

@@ -32,6 +32,8 @@ export interface HttpAppDeps {
   readonly uiDir?: string;
   /** Sub-apps that later domains mount under `/api`. */
   readonly apiRoutes?: ReadonlyArray<{ path: string; app: Hono<HttpEnv> }>;
+  /** Routes that apply their own body limit (OTA upload); the global `/api/*` limit skips them. */
+  readonly bodyLimitExempt?: ReadonlyArray<{ readonly method: string; readonly path: RegExp }>;
 }
 
 /** Builds the Hono app: one sub-app per domain, errors mapped in one `onError`. */
@@ -42,14 +44,16 @@ export function createHttpApp(deps: HttpAppDeps): Hono<HttpEnv> {
   app.onError((err, c) => handleError(err, c, deps.log));
   app.notFound((c) => c.json(errorBody(404, `No handler for ${c.req.method} ${c.req.path}`), 404));
 
-  app.use(
-    '/api/*',
-    bodyLimit({
-      maxSize: deps.maxBodyBytes,
-      onError: () => {
-        throw new PayloadTooLargeError(`Request body is larger than ${deps.maxBodyBytes} bytes`);
-      },
-    }),
+  const limit = bodyLimit({
+    maxSize: deps.maxBodyBytes,
+    onError: () => {
+      throw new PayloadTooLargeError(`Request body is larger than ${deps.maxBodyBytes} bytes`);
+    },
+  });
+  app.use('/api/*', (c, next) =>
+    deps.bodyLimitExempt?.some((r) => r.method === c.req.method && r.path.test(c.req.path))
+      ? next()
+      : limit(c, next),
   );
 
   app.get('/healthz', (c) => {

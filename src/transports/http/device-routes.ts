@@ -15,7 +15,10 @@ export function deviceRoutes(deps: {
 }) {
   const { devices, profiles } = deps;
   const app = new Hono<HttpEnv>();
-  app.use('*', deps.requireUser);
+  // @NOTE: scoped paths, not '*': this app is mounted at /api, where a '*' middleware would also
+  // run for the device API (/api/v1/{token}/...) and every sub-app mounted after it.
+  for (const path of ['/device/*', '/tenant/*', '/deviceProfile/*', '/deviceProfileInfo/*'])
+    app.use(path, deps.requireUser);
 
   // @TODO(users issue): customer users get their own view through the authorization module.
   const tenantOnly = (authority: string) => {

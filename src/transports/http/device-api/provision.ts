@@ -1,0 +1,17 @@
+import { Hono } from 'hono';
+import type { ProvisionService } from '../../../provisioning/provision-service.js';
+import { type HttpEnv, readJson } from '../context.js';
+
+/**
+ * `POST /api/v1/provision` (device-api.md §6.4), mounted at `/api/v1`, no token. Always 200 with
+ * `{status, credentialsType, credentialsValue}` or `{status, errorMsg}`; an unparsable body or a
+ * missing key/secret field is 400 (ThingsBoard: 500).
+ */
+export function provisionApi(deps: { provisioning: ProvisionService }) {
+  const app = new Hono<HttpEnv>();
+  app.post('/provision', async (c) => {
+    const request = deps.provisioning.parseRequest(await readJson(c));
+    return c.json(deps.provisioning.provision(request), 200);
+  });
+  return app;
+}
