@@ -1,4 +1,5 @@
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
@@ -32,6 +33,11 @@ export class HttpServer {
       });
     });
     return this.port;
+  }
+
+  /** Hands HTTP upgrade requests (WebSocket) to `handler`; call after start(). */
+  onUpgrade(handler: (req: IncomingMessage, socket: Socket, head: Buffer) => void): void {
+    this.#server?.on('upgrade', handler);
   }
 
   get port(): number {

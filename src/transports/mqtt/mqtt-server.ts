@@ -1,55 +1,187 @@
-import type { AddressInfo } from 'node:net';
-import { createServer, type Server } from 'node:net';
-import { Aedes, type AuthenticateError, type Client } from 'aedes';
+import { readFileSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
+import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
+import { Aedes, type AuthenticateError, type Client, type PublishPacket } from 'aedes';
+import mqttPacket from 'mqtt-packet';
 import type { Logger } from 'pino';
-import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
+import { createWebSocketStream, WebSocketServer } from 'ws';
+import type { DeviceService, MqttAuthResult } from '../../devices/device-service.js';
+import { GatewayError, ValidationError } from '../../errors.js';
+import type { DeviceCore } from '../device-core.js';
+import { DeviceSession, MAX_INFLIGHT, ProvisionSession, type Send } from './device-session.js';
+import { maySubscribe } from './topics.js';
 
 export interface MqttServerDeps {
   readonly devices: DeviceService;
+  readonly core: DeviceCore;
   readonly host: string;
   readonly port: number;
   readonly log: Logger;
+  /** Largest accepted MQTT packet in bytes; a larger one closes the connection. */
+  readonly maxPacketBytes?: number;
+  /** MQTT over TLS (reference §0: port 8883), when a certificate and key are configured. */
+  readonly tls?: { readonly port: number; readonly certFile: string; readonly keyFile: string };
 }
 
-// MQTT 3.1.1 §3.2.2.3 CONNACK return codes.
-const NOT_AUTHORIZED = 5;
+/** Path of MQTT over WebSocket on the HTTP port, for browser tools. */
+export const MQTT_WS_PATH = '/mqtt';
 
-type DeviceClient = Client & { device?: DeviceIdentity };
+type Session = DeviceSession | ProvisionSession;
+
+// MQTT 3.1.1 §3.2.2.3 CONNACK return codes. Aedes maps them to MQTT 5 reason codes:
+// 2 → 0x85 client identifier not valid, 4 → 0x86 bad user name or password, 5 → 0x87 not authorized.
+const IDENTIFIER_REJECTED = 2;
+const SERVER_UNAVAILABLE = 3;
+const BAD_USERNAME_OR_PASSWORD = 4;
+const NOT_AUTHORIZED = 5;
+// MQTT 5 §3.14.2.1 DISCONNECT reason code 0x8E: session taken over.
+const SESSION_TAKEN_OVER = 0x8e;
+// MQTT 5 §2.4 reason codes: 0x00 success, 0x87 not authorized, 0x99 payload format invalid.
+const SUCCESS = 0;
+const NOT_AUTHORIZED_V5 = 0x87;
+const PAYLOAD_FORMAT_INVALID = 0x99;
+/**
+ * QoS 1 publishes of one connection whose commit may be pending before Aedes stops reading it.
+ * The same as MAX_INFLIGHT, which `getSessionLimits` reports to devices.
+ */
+const MAX_PENDING_ACKS = MAX_INFLIGHT;
+
+/** A QoS 1 PUBLISH waiting for its PUBACK; `reasonCode` is set once the core is done. */
+interface PendingAck {
+  readonly messageId: number;
+  reasonCode: number | undefined;
+}
 
 /**
- * The MQTT listener: an Aedes broker behind a TCP server. The core is reached only through
- * Aedes hooks. Device topics arrive with the device API issue; today a device can connect with
- * its access token as user name, and nothing else.
+ * CONNACK code of a refused CONNECT, as ThingsBoard answers (reference §8.3): a bad token is 5 on
+ * MQTT 3.1.1 and 0x86 on MQTT 5; an unknown client id without user name is 2 / 0x85.
+ */
+function refusalCode(
+  result: Extract<MqttAuthResult, { kind: 'refused' }>,
+  version: number,
+): number {
+  switch (result.reason) {
+    case 'unknown-client-id':
+      return IDENTIFIER_REJECTED;
+    case 'bad-credentials':
+      return version === 5 ? BAD_USERNAME_OR_PASSWORD : NOT_AUTHORIZED;
+    default:
+      return NOT_AUTHORIZED;
+  }
+}
+
+function refusal(message: string, returnCode: number): AuthenticateError {
+  const err = new Error(message) as AuthenticateError;
+  err.returnCode = returnCode;
+  return err;
+}
+
+/**
+ * The MQTT listener: an Aedes broker behind a TCP server. The core is reached only through Aedes
+ * hooks; each connection gets a DeviceSession (or a ProvisionSession) that maps topics to the
+ * core services. The gateway is not a general broker: nothing a device publishes is forwarded.
  */
 export class MqttServer {
   #broker: Aedes | undefined;
   #server: Server | undefined;
+  #tlsServer: Server | undefined;
+  #wss: WebSocketServer | undefined;
+  readonly #sessions = new WeakMap<Client, Session>();
+  /** Per connection, QoS 1 publishes in arrival order until their PUBACK is written. */
+  readonly #acks = new WeakMap<Client, PendingAck[]>();
+  /** One connection per device: a newer one takes over (reference §8.5). */
+  readonly #byDevice = new Map<string, Client>();
 
   constructor(private readonly deps: MqttServerDeps) {}
 
   async start(): Promise<number> {
     const { log, devices } = this.deps;
     const broker = await Aedes.createBroker({
-      authenticate: (client, username, _password, done) => {
-        const device = username ? devices.byAccessToken(username) : undefined;
-        if (!device) {
-          const err = new Error('Not authorized') as AuthenticateError;
-          err.returnCode = NOT_AUTHORIZED;
-          log.info({ clientId: client.id }, 'mqtt connect refused: unknown access token');
-          done(err, false);
+      maximumPacketSize: this.deps.maxPacketBytes ?? 65536,
+      authenticate: (client, username, password, done) => {
+        let result: MqttAuthResult;
+        try {
+          result = devices.resolveMqtt(
+            client.id,
+            username || undefined,
+            password?.toString('utf8'),
+          );
+        } catch (err) {
+          log.error({ err, clientId: client.id }, 'mqtt credential check failed');
+          done(refusal('Server unavailable', SERVER_UNAVAILABLE), false);
           return;
         }
-        (client as DeviceClient).device = device;
+        if (result.kind === 'refused') {
+          log.info({ clientId: client.id, reason: result.reason }, 'mqtt connect refused');
+          done(
+            refusal(`connection refused: ${result.reason}`, refusalCode(result, client.version)),
+            false,
+          );
+          return;
+        }
+        const send = sender(client);
+        this.#sessions.set(
+          client,
+          result.kind === 'device'
+            ? new DeviceSession(result.device, this.deps.core, devices, send, log)
+            : new ProvisionSession(this.deps.core.provisioning, send),
+        );
         done(null, true);
       },
-      // @TODO(device API over MQTT): route v1/devices/me/* topics to the core.
-      authorizePublish: (_client, packet, callback) => {
-        callback(new Error(`publishing to ${packet.topic} is not supported yet`));
+      authorizePublish: (client, packet, callback) => {
+        // Retained flags are ignored and QoS is capped at 1 (reference §11). The client id marks
+        // the packet as a device's, so authorizeForward keeps it from every other client.
+        packet.retain = false;
+        Object.assign(packet, { clientId: client?.id ?? '' });
+        if (packet.qos > 1) packet.qos = 1;
+        const session = client ? this.#sessions.get(client) : undefined;
+        if (!client || !session) {
+          callback(new Error('not authenticated'));
+          return;
+        }
+        this.#touch(client);
+        if (packet.qos === 1 && packet.messageId !== undefined) {
+          this.#publishQos1(client, session, packet, callback);
+          return;
+        }
+        // Aedes goes on when the callback runs: only after the core has committed.
+        this.#publish(client, session, packet).then(
+          () => callback(null),
+          (err: Error) => callback(err),
+        );
       },
-      authorizeSubscribe: (_client, sub, callback) => {
-        callback(new Error(`subscribing to ${sub.topic} is not supported yet`));
+      authorizeSubscribe: (client, sub, callback) => {
+        const session = this.#sessions.get(client);
+        const device = session instanceof DeviceSession ? session.device : undefined;
+        if (
+          !session ||
+          !maySubscribe(device ? 'device' : 'provision', sub.topic, device?.isGateway)
+        ) {
+          log.info({ clientId: client.id, topic: sub.topic }, 'mqtt subscribe refused');
+          callback(null, null);
+          return;
+        }
+        callback(null, { ...sub, qos: Math.min(sub.qos, 1) as 0 | 1 });
       },
+      // Only server messages are delivered; see authorizePublish.
+      authorizeForward: (_client, packet) =>
+        (packet as { clientId?: string }).clientId ? null : packet,
     });
+    broker.on('clientReady', (client) => this.#onReady(client));
+    broker.on('ping', (_packet, client) => this.#touch(client));
+    broker.on('clientDisconnect', (client) => this.#onGone(client));
+    // Subscriptions start after the SUBACK, so pending RPCs follow it on the wire.
+    broker.on('subscribe', (subs, client) => {
+      const session = this.#sessions.get(client);
+      if (session instanceof DeviceSession) for (const s of subs) session.subscribed(s.topic);
+    });
+    broker.on('unsubscribe', (topics, client) => {
+      const session = this.#sessions.get(client);
+      if (session instanceof DeviceSession) for (const t of topics) session.unsubscribed(t);
+    });
+    // A client error does not always close the connection (MQTT 5 keeps it after a refused
+    // publish); sessions end on 'clientDisconnect', which every close emits.
     broker.on('clientError', (client, err) =>
       log.debug({ clientId: client.id, err }, 'mqtt client error'),
     );
@@ -59,29 +191,252 @@ export class MqttServer {
     this.#broker = broker;
     const server = createServer(broker.handle);
     this.#server = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.deps.port, this.deps.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    await listen(server, this.deps.port, this.deps.host);
+    const { tls } = this.deps;
+    if (tls) {
+      const tlsServer = createTlsServer(
+        { cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) },
+        broker.handle,
+      );
+      tlsServer.on('tlsClientError', (err) => log.debug({ err }, 'mqtt tls handshake failed'));
+      this.#tlsServer = tlsServer;
+      await listen(tlsServer, tls.port, this.deps.host);
+    }
+    this.#wss = new WebSocketServer({ noServer: true });
     return this.port;
+  }
+
+  /**
+   * HTTP upgrade handler for MQTT over WebSocket at `/mqtt` on the HTTP port; other paths are
+   * refused. The stream goes to the same broker as TCP connections.
+   */
+  readonly handleUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
+    const wss = this.#wss;
+    const broker = this.#broker;
+    const path = new URL(req.url ?? '/', 'http://gateway').pathname;
+    if (!wss || !broker || path !== MQTT_WS_PATH) {
+      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const stream = createWebSocketStream(ws);
+      stream.on('error', (err) => this.deps.log.debug({ err }, 'mqtt websocket error'));
+      broker.handle(stream, req);
+    });
+  };
+
+  /**
+   * A QoS 1 PUBLISH: the PUBACK is written here once the core has committed, and Aedes is told to
+   * skip its own PUBACK and routing (`_notAuthorized`; device messages are never forwarded).
+   * @NOTE: Aedes reads a connection's next chunk only after every packet of the previous chunk
+   * is done. Holding its callback until the commit would limit a device to one chunk per group
+   * commit, whatever its in-flight window; so the callback runs at once while fewer than
+   * MAX_PENDING_ACKS commits are pending on the connection, and beyond that the read loop waits.
+   */
+  #publishQos1(
+    client: Client,
+    session: Session,
+    packet: PublishPacket,
+    callback: (err?: Error | null) => void,
+  ): void {
+    const messageId = packet.messageId as number;
+    const acks = this.#pendingAcks(client);
+    const entry: PendingAck = { messageId, reasonCode: undefined };
+    acks.push(entry);
+    Object.assign(packet, { _notAuthorized: true });
+    let held = acks.length > MAX_PENDING_ACKS;
+    if (!held) callback(null);
+    const settle = (reasonCode: number) => {
+      entry.reasonCode = reasonCode;
+      this.#flushAcks(client, acks);
+      if (held) {
+        held = false;
+        callback(null);
+      }
+    };
+    this.#publish(client, session, packet, true).then(
+      (code) => settle(code),
+      (err: Error) => {
+        if (client.version === 5) {
+          // What Aedes answers to a refused v5 publish: PUBACK 0x87, the connection stays.
+          this.#broker?.emit('clientError', client, err);
+          settle(NOT_AUTHORIZED_V5);
+          return;
+        }
+        // MQTT 3.1.1 has no negative PUBACK: the connection is closed (reference §11).
+        acks.length = 0;
+        if (held) {
+          held = false;
+          callback(err);
+        } else {
+          this.#broker?.emit('clientError', client, err);
+          client.close();
+        }
+      },
+    );
+  }
+
+  #pendingAcks(client: Client): PendingAck[] {
+    let acks = this.#acks.get(client);
+    if (!acks) {
+      acks = [];
+      this.#acks.set(client, acks);
+    }
+    return acks;
+  }
+
+  /** MQTT-4.6.0-2: PUBACKs go out in the order the PUBLISH packets arrived. */
+  #flushAcks(client: Client, acks: PendingAck[]): void {
+    let n = 0;
+    while (n < acks.length && acks[n].reasonCode !== undefined) n++;
+    if (n === 0) return;
+    const done = acks.splice(0, n);
+    if (client.closed || !client.connected) return;
+    const opts = { protocolVersion: client.version === 5 ? 5 : client.version === 3 ? 3 : 4 };
+    for (const a of done) {
+      mqttPacket.writeToStream(
+        a.reasonCode === 0
+          ? { cmd: 'puback', messageId: a.messageId }
+          : { cmd: 'puback', messageId: a.messageId, reasonCode: a.reasonCode },
+        client.conn,
+        opts,
+      );
+    }
+  }
+
+  /**
+   * Routes a device PUBLISH to the core (reference §11 for failures): bad input closes an MQTT
+   * 3.x connection; on MQTT 5 a QoS 1 publish gets PUBACK 0x99 and the connection stays.
+   * With `ackHere` the v5 0x99 is returned as the PUBACK reason code instead of being written.
+   */
+  async #publish(
+    client: Client,
+    session: Session,
+    packet: PublishPacket,
+    ackHere = false,
+  ): Promise<number> {
+    const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+    try {
+      const result = await session.publish(packet.topic, payload);
+      if (result === 'unknown-topic') {
+        this.deps.log.debug({ clientId: client.id, topic: packet.topic }, 'mqtt unknown topic');
+        // A provisioning session may use its one topic only (reference §6.4).
+        if (session instanceof ProvisionSession) setImmediate(() => client.close());
+      }
+      return SUCCESS;
+    } catch (err) {
+      const invalid = err instanceof ValidationError;
+      const reason = (err as Error).message;
+      if (err instanceof GatewayError) {
+        this.deps.log.info(
+          { clientId: client.id, topic: packet.topic, reason },
+          'mqtt publish rejected',
+        );
+      } else {
+        this.deps.log.error(
+          { err, clientId: client.id, topic: packet.topic },
+          'mqtt publish failed',
+        );
+      }
+      if (invalid && client.version === 5 && packet.qos === 1 && packet.messageId !== undefined) {
+        if (ackHere) return PAYLOAD_FORMAT_INVALID;
+        // Aedes would answer 0x87; write the PUBACK here and tell Aedes to skip its own.
+        mqttPacket.writeToStream(
+          { cmd: 'puback', messageId: packet.messageId, reasonCode: PAYLOAD_FORMAT_INVALID },
+          client.conn,
+          { protocolVersion: 5 },
+        );
+        Object.assign(packet, { _notAuthorized: true });
+        return PAYLOAD_FORMAT_INVALID;
+      }
+      throw err;
+    }
+  }
+
+  /** Any packet from a device counts as activity (PINGREQ too, reference §8.5). */
+  #touch(client: Client): void {
+    const session = this.#sessions.get(client);
+    if (session instanceof DeviceSession) this.deps.core.activity.record(session.device);
+  }
+
+  #onReady(client: Client): void {
+    const session = this.#sessions.get(client);
+    if (!(session instanceof DeviceSession)) return;
+    this.deps.core.activity.connected(session.device);
+    const deviceId = session.device.id;
+    const previous = this.#byDevice.get(deviceId);
+    this.#byDevice.set(deviceId, client);
+    if (previous && previous !== client && !previous.closed) {
+      this.deps.log.info({ deviceId, clientId: previous.id }, 'mqtt session taken over');
+      // v5 clients get DISCONNECT 0x8E first; v3 connections are just closed.
+      const old = previous as Client & {
+        disconnect?: (opts: { reasonCode: number }, done?: () => void) => void;
+      };
+      if (old.disconnect) old.disconnect({ reasonCode: SESSION_TAKEN_OVER });
+      else previous.close();
+    }
+  }
+
+  #onGone(client: Client): void {
+    const session = this.#sessions.get(client);
+    if (!(session instanceof DeviceSession)) return;
+    if (session.closed) return;
+    session.close();
+    this.deps.core.activity.disconnected(session.device);
+    if (this.#byDevice.get(session.device.id) === client) this.#byDevice.delete(session.device.id);
+  }
+
+  /** Connected MQTT sessions of devices (one per device). */
+  get connectedDevices(): number {
+    return this.#byDevice.size;
   }
 
   get port(): number {
     return (this.#server?.address() as AddressInfo | null)?.port ?? 0;
   }
 
+  get tlsPort(): number {
+    return (this.#tlsServer?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
   async stop(): Promise<void> {
-    const server = this.#server;
+    const servers = [this.#server, this.#tlsServer].filter((s) => s !== undefined);
     const broker = this.#broker;
     this.#server = undefined;
+    this.#tlsServer = undefined;
     this.#broker = undefined;
-    const closed = server
-      ? new Promise<void>((resolve) => server.close(() => resolve()))
-      : undefined;
+    this.#wss?.close();
+    this.#wss = undefined;
+    const closed = servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
     if (broker) await new Promise<void>((resolve) => broker.close(() => resolve()));
-    await closed;
+    await Promise.all(closed);
   }
+}
+
+/** PUBLISH to one client, never retained; resolves once written. */
+function sender(client: Client): Send {
+  return (topic, payload, qos) =>
+    new Promise((resolve, reject) => {
+      client.publish(
+        {
+          cmd: 'publish',
+          topic,
+          payload: typeof payload === 'string' ? Buffer.from(payload) : payload,
+          qos,
+          retain: false,
+          dup: false,
+        },
+        (err) => (err ? reject(err) : resolve()),
+      );
+    });
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
 }

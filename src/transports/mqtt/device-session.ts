@@ -1,0 +1,253 @@
+import type { Logger } from 'pino';
+import { parseKeyList } from '../../attributes/attribute-service.js';
+import { parseTypedObject } from '../../attributes/kv-value.js';
+import { deviceAttributesJson, sharedUpdateJson } from '../../attributes/payloads.js';
+import type { Subscription } from '../../common/subscriptions.js';
+import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
+import { NotFoundError, ValidationError } from '../../errors.js';
+import type { OtaType } from '../../ota/ota-service.js';
+import type { ProvisionService } from '../../provisioning/provision-service.js';
+import type { DeviceCore } from '../device-core.js';
+import { parseJsonPayload as parseJson } from '../payload.js';
+import { GatewaySession } from './gateway-session.js';
+import { TOPIC } from './topics.js';
+
+/** Sends one PUBLISH to this session's client (QoS 0 or 1, never retained). */
+export type Send = (topic: string, payload: string | Buffer, qos: 0 | 1) => Promise<void>;
+
+/** What a publish did, for the adapter: `unknown-topic` is acknowledged and dropped (reference §11). */
+export type PublishResult = 'handled' | 'unknown-topic';
+
+const GATEWAY_PREFIX = 'v1/gateway/';
+// Reference §7.2: v2/fw/request/{requestId}/chunk/{chunk} (and v2/sw/...).
+const OTA_REQUEST = /^v2\/(fw|sw)\/request\/(\d{1,9})\/chunk\/(\d{1,9})$/;
+
+/** Largest payload the gateway sends or accepts, reported by `getSessionLimits` (reference §4). */
+export const MAX_PAYLOAD_BYTES = 65536;
+export const MAX_INFLIGHT = 100;
+
+function integerSuffix(topic: string, prefix: string): number {
+  const raw = topic.slice(prefix.length);
+  if (!/^\d{1,9}$/.test(raw)) throw new ValidationError(`request id must be an integer: ${raw}`);
+  return Number(raw);
+}
+
+/**
+ * One authenticated device connection over MQTT: routes its publishes to the core and holds its
+ * subscriptions (shared attributes, server-side RPC). Knows topics and payloads, no rules.
+ */
+export class DeviceSession {
+  readonly #subs = new Map<string, Subscription>();
+  readonly #pendingClientRpc = new Set<AbortController>();
+  /** Reference §7.2: the package and chunk size are remembered per download request id. */
+  readonly #downloads = new Map<string, { packageId: string; size: number }>();
+  #closed = false;
+  /** The gateway API of a device flagged as a gateway (reference §9); absent otherwise. */
+  readonly #gateway: GatewaySession | undefined;
+
+  constructor(
+    readonly device: DeviceIdentity,
+    private readonly core: DeviceCore,
+    devices: DeviceService,
+    private readonly send: Send,
+    private readonly log: Logger,
+  ) {
+    if (device.isGateway) this.#gateway = new GatewaySession(device, core, devices, send, log);
+  }
+
+  /** Handles a device PUBLISH; resolves after the data is committed. Throws ValidationError on bad input. */
+  async publish(topic: string, payload: Buffer): Promise<PublishResult> {
+    const { core, device } = this;
+    if (this.#gateway && topic.startsWith(GATEWAY_PREFIX))
+      return await this.#gateway.publish(topic, payload);
+    if (topic === TOPIC.telemetry) {
+      await core.telemetry.ingest(device, payload);
+      return 'handled';
+    }
+    if (topic === TOPIC.attributes) {
+      const text = payload.toString('utf8');
+      if (text.trim() === '') throw new ValidationError('attributes: payload is empty');
+      core.attributes.saveTyped(device.id, 'CLIENT_SCOPE', parseTypedObject(text, { cast: true }));
+      return 'handled';
+    }
+    if (topic.startsWith(TOPIC.attributesRequestPrefix)) {
+      const id = integerSuffix(topic, TOPIC.attributesRequestPrefix);
+      const body = parseJson(payload, 'attribute request');
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+        throw new ValidationError('attribute request must be a JSON object');
+      }
+      const req = body as { clientKeys?: unknown; sharedKeys?: unknown };
+      const res = core.attributes.forDevice(device, {
+        clientKeys: parseKeyList(req.clientKeys, 'clientKeys'),
+        sharedKeys: parseKeyList(req.sharedKeys, 'sharedKeys'),
+      });
+      void this.#reply(`${TOPIC.attributesResponsePrefix}${id}`, deviceAttributesJson(res));
+      return 'handled';
+    }
+    if (topic.startsWith(TOPIC.rpcResponsePrefix)) {
+      // §3.3: the reply to a server-side RPC, forwarded as text; stale ids are dropped.
+      const id = integerSuffix(topic, TOPIC.rpcResponsePrefix);
+      core.rpc.reply(device.id, id, payload.toString('utf8'));
+      return 'handled';
+    }
+    if (topic.startsWith(TOPIC.rpcRequestPrefix)) {
+      const id = integerSuffix(topic, TOPIC.rpcRequestPrefix);
+      this.#clientRpc(id, parseJson(payload, 'rpc request'));
+      return 'handled';
+    }
+    const ota = OTA_REQUEST.exec(topic);
+    if (ota) {
+      await this.#otaChunk(
+        ota[1] === 'fw' ? 'FIRMWARE' : 'SOFTWARE',
+        ota[2],
+        Number(ota[3]),
+        payload,
+      );
+      return 'handled';
+    }
+    if (topic === TOPIC.claim) {
+      const body = payload.length === 0 ? {} : parseJson(payload, 'claim');
+      core.claims.claimByDevice(device.id, core.claims.parseRequest(body));
+      return 'handled';
+    }
+    return 'unknown-topic';
+  }
+
+  /** Starts what a granted SUBSCRIBE asks for. */
+  subscribed(filter: string): void {
+    if (this.#closed || this.#subs.has(filter)) return;
+    if (this.#gateway && filter.startsWith(GATEWAY_PREFIX)) {
+      this.#gateway.subscribed(filter);
+      return;
+    }
+    const { core, device } = this;
+    if (filter === TOPIC.attributes) {
+      this.#subs.set(
+        filter,
+        core.attributes.subscribe(device.id, (update) => {
+          void this.#reply(TOPIC.attributes, sharedUpdateJson(update));
+        }),
+      );
+    } else if (filter === `${TOPIC.rpcRequestPrefix}+`) {
+      // §3.2: every pending request is pushed at once (BURST), then each new one.
+      this.#subs.set(
+        filter,
+        core.rpc.subscribe(device.id, (req) => {
+          const body = JSON.stringify({ method: req.method, params: req.params });
+          this.send(`${TOPIC.rpcRequestPrefix}${req.id}`, body, 1).then(
+            () => core.rpc.delivered(device.id, req.id),
+            (err: Error) => core.rpc.failed(device.id, req.id, err.message),
+          );
+        }),
+      );
+    }
+  }
+
+  unsubscribed(filter: string): void {
+    if (this.#gateway && filter.startsWith(GATEWAY_PREFIX)) this.#gateway.unsubscribed(filter);
+    this.#subs.get(filter)?.unsubscribe();
+    this.#subs.delete(filter);
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Ends every subscription and pending client-side RPC of the session. Idempotent. */
+  close(): void {
+    this.#closed = true;
+    this.#gateway?.close();
+    for (const sub of this.#subs.values()) sub.unsubscribe();
+    this.#subs.clear();
+    for (const ac of this.#pendingClientRpc) ac.abort();
+    this.#pendingClientRpc.clear();
+  }
+
+  /** Client-side RPC (§4): answered on `rpc/response/{id}`, or `{"error":"timeout"}`. */
+  #clientRpc(id: number, body: unknown): void {
+    const responseTopic = `${TOPIC.rpcResponsePrefix}${id}`;
+    const method = (body as { method?: unknown } | null)?.method;
+    if (method === 'getSessionLimits') {
+      // Answered by the transport itself, as ThingsBoard does: the SDKs ask on every connect.
+      const limits = {
+        maxPayloadSize: MAX_PAYLOAD_BYTES,
+        maxInflightMessages: MAX_INFLIGHT,
+        rateLimits: { messages: null, telemetryMessages: null, telemetryDataPoints: null },
+      };
+      void this.#reply(responseTopic, JSON.stringify(limits));
+      return;
+    }
+    const ac = new AbortController();
+    // Validates now, so a bad request fails the publish; the reply comes later.
+    const pending = this.core.clientRpc.call(this.device, body, { signal: ac.signal });
+    this.#pendingClientRpc.add(ac);
+    void pending.then((outcome) => {
+      this.#pendingClientRpc.delete(ac);
+      if (outcome.kind === 'value') void this.#reply(responseTopic, outcome.value);
+      else if (outcome.kind === 'timeout') void this.#reply(responseTopic, '{"error":"timeout"}');
+    });
+  }
+
+  /**
+   * A firmware chunk (reference §7.2). The payload is the chunk size as decimal text; empty or 0
+   * reuses the size remembered for the request id (0 = the whole file). Errors go to
+   * `v2/fw/error` and close the connection, as ThingsBoard does.
+   */
+  async #otaChunk(type: OtaType, requestId: string, chunk: number, payload: Buffer): Promise<void> {
+    const prefix = type === 'FIRMWARE' ? 'v2/fw' : 'v2/sw';
+    const text = payload.toString('utf8').trim();
+    if (text !== '' && !/^\d{1,9}$/.test(text)) {
+      throw new ValidationError(`firmware chunk size must be a decimal number: ${text}`);
+    }
+    const key = `${type}:${requestId}`;
+    let download = this.#downloads.get(key);
+    try {
+      if (!download) {
+        download = { packageId: this.core.ota.packageFor(this.device.id, type).id.id, size: 0 };
+        this.#downloads.set(key, download);
+      }
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err;
+      await this.#reply('v2/fw/error', 'NOT_FOUND');
+      throw err;
+    }
+    const size = Number(text || 0) || download.size;
+    if (size > MAX_PAYLOAD_BYTES) {
+      await this.#reply('v2/fw/error', 'PAYLOAD_TOO_LARGE');
+      throw new ValidationError(`firmware chunk size ${size} is over ${MAX_PAYLOAD_BYTES}`);
+    }
+    download.size = size;
+    const data = this.core.ota.chunk(download.packageId, size, chunk);
+    await this.send(`${prefix}/response/${requestId}/chunk/${chunk}`, data, 1);
+  }
+
+  async #reply(topic: string, payload: string): Promise<void> {
+    if (this.#closed) return;
+    try {
+      await this.send(topic, payload, 1);
+    } catch (err) {
+      this.log.debug({ err, deviceId: this.device.id, topic }, 'mqtt reply not delivered');
+    }
+  }
+}
+
+/**
+ * A provisioning-only connection (user name or client id `provision`, reference §6.4): one topic
+ * in, one out.
+ */
+export class ProvisionSession {
+  constructor(
+    private readonly provisioning: ProvisionService,
+    private readonly send: Send,
+  ) {}
+
+  publish(topic: string, payload: Buffer): PublishResult {
+    if (topic !== TOPIC.provisionRequest) return 'unknown-topic';
+    const req = this.provisioning.parseRequest(parseJson(payload, 'provision request'));
+    const res = this.provisioning.provision(req);
+    void this.send(TOPIC.provisionResponse, JSON.stringify(res), 1).catch(() => {
+      // The device went away before its answer: nothing to do, it provisions again.
+    });
+    return 'handled';
+  }
+}
