@@ -15,7 +15,13 @@ export interface Config {
   readonly bind: string;
   readonly logLevel: LogLevel;
   readonly http: { readonly port: number; readonly maxBodyBytes: number };
-  readonly mqtt: { readonly port: number };
+  readonly mqtt: {
+    readonly port: number;
+    /** MQTT over TLS, served only when both certificate and key files are set. */
+    readonly tlsPort: number;
+    readonly tlsCert: string;
+    readonly tlsKey: string;
+  };
   readonly coap: { readonly port: number };
   readonly storage: { readonly durability: Durability };
   readonly telemetry: {
@@ -32,6 +38,9 @@ export interface Config {
     readonly loginFailureWindowSec: number;
     readonly loginLockoutSec: number;
   };
+  readonly claim: { readonly durationMs: number };
+  readonly ota: { readonly maxBytes: number };
+  readonly activity: { readonly inactivityTimeoutSec: number; readonly checkIntervalSec: number };
 }
 
 /** Secrets never live in the config file or the frozen Config that is logged. */
@@ -40,7 +49,7 @@ export interface Secrets {
   readonly adminPassword?: string;
 }
 
-type OptionType = 'port' | 'int' | 'string' | 'enum';
+type OptionType = 'port' | 'int' | 'string' | 'path' | 'enum';
 
 export interface OptionSpec {
   /** Dotted path into Config. */
@@ -57,6 +66,25 @@ export interface OptionSpec {
 
 /** Every setting in one table: drives parsing, validation, `--help` and the README table. */
 export const OPTIONS: readonly OptionSpec[] = [
+  {
+    path: 'activity.inactivityTimeoutSec',
+    flag: '--inactivity-timeout-sec',
+    env: 'EDGE_INACTIVITY_TIMEOUT_SEC',
+    type: 'int',
+    min: 1,
+    max: 31_536_000,
+    default: 600,
+    help: 'A device with no message for this long becomes inactive (its inactivityTimeout server attribute, in ms, overrides it)',
+  },
+  {
+    path: 'activity.checkIntervalSec',
+    env: 'EDGE_ACTIVITY_CHECK_INTERVAL_SEC',
+    type: 'int',
+    min: 1,
+    max: 3600,
+    default: 60,
+    help: 'How often device inactivity is checked and activity times are saved',
+  },
   {
     path: 'dataDir',
     flag: '--data-dir',
@@ -88,6 +116,30 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'port',
     default: 1883,
     help: 'MQTT port; 0 picks a free port',
+  },
+  {
+    path: 'mqtt.tlsPort',
+    flag: '--mqtt-tls-port',
+    env: 'EDGE_MQTT_TLS_PORT',
+    type: 'port',
+    default: 8883,
+    help: 'MQTT over TLS port, served when --mqtt-tls-cert and --mqtt-tls-key are set',
+  },
+  {
+    path: 'mqtt.tlsCert',
+    flag: '--mqtt-tls-cert',
+    env: 'EDGE_MQTT_TLS_CERT',
+    type: 'path',
+    default: '',
+    help: 'PEM certificate (chain) file for MQTT over TLS',
+  },
+  {
+    path: 'mqtt.tlsKey',
+    flag: '--mqtt-tls-key',
+    env: 'EDGE_MQTT_TLS_KEY',
+    type: 'path',
+    default: '',
+    help: 'PEM private key file for MQTT over TLS',
   },
   {
     path: 'coap.port',
@@ -172,7 +224,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'int',
     min: 1,
     max: 1_000_000,
-    default: 20_000,
+    default: 100_000,
     help: 'Group commit: most points in one transaction',
   },
   {
@@ -220,6 +272,26 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 300,
     help: 'How long a throttled address gets 429 on login',
   },
+  {
+    path: 'claim.durationMs',
+    flag: '--claim-duration-ms',
+    env: 'EDGE_CLAIM_DURATION_MS',
+    type: 'int',
+    min: 1000,
+    max: 31_536_000_000,
+    default: 86_400_000,
+    help: 'Claim window when a device sends no durationMs (ThingsBoard device.claim.duration)',
+  },
+  {
+    path: 'ota.maxBytes',
+    flag: '--ota-max-bytes',
+    env: 'EDGE_OTA_MAX_BYTES',
+    type: 'int',
+    min: 1024,
+    max: 512 * 1024 * 1024,
+    default: 64 * 1024 * 1024,
+    help: 'Largest OTA package file in bytes (upload body limit)',
+  },
 ];
 
 export class ConfigError extends Error {
@@ -260,6 +332,14 @@ function setPath(obj: Raw, path: string, value: unknown): void {
 
 function coerce(spec: OptionSpec, value: unknown, source: string, problems: string[]): unknown {
   const label = `${spec.flag ?? spec.path} (${source})`;
+  if (spec.type === 'path') {
+    // An optional file path; empty means "not set".
+    if (typeof value !== 'string') {
+      problems.push(`${label} must be a file path`);
+      return undefined;
+    }
+    return value;
+  }
   if (spec.type === 'string') {
     if (typeof value !== 'string' || value.length === 0) {
       problems.push(`${label} must be a non-empty string`);
@@ -408,6 +488,10 @@ export function loadConfig(input: ConfigInput = {}): { config: Config; secrets: 
     }
     setPath(out, spec.path, coerce(spec, value, source, problems));
   }
+  const mqtt = out.mqtt as { tlsCert?: string; tlsKey?: string } | undefined;
+  if (mqtt && Boolean(mqtt.tlsCert) !== Boolean(mqtt.tlsKey)) {
+    problems.push('--mqtt-tls-cert and --mqtt-tls-key must be set together');
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   const dataDir = resolve(cwd, out.dataDir as string);
@@ -460,7 +544,7 @@ export function helpText(version: string): string {
   ];
   for (const o of OPTIONS) {
     if (!o.flag) continue;
-    const left = `  ${o.flag} ${o.type === 'enum' ? (o.values ?? []).join('|') : o.type === 'string' ? 'VALUE' : 'N'}`;
+    const left = `  ${o.flag} ${o.type === 'enum' ? (o.values ?? []).join('|') : o.type === 'string' ? 'VALUE' : o.type === 'path' ? 'FILE' : 'N'}`;
     lines.push(`${left.padEnd(38)} ${o.help} (${o.env}, default ${o.default})`);
   }
   lines.push(

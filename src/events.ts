@@ -1,9 +1,12 @@
+import type { ActivitySnapshot } from './devices/activity-service.js';
 /**
  * The in-process event bus: typed domain events emitted after their data is committed.
  * Listeners register under an owner key so that a subsystem's `stop()` removes all of its own.
  */
 
 import type { Logger } from 'pino';
+import type { AttributeScope, TypedAttributeKv } from './attributes/types.js';
+import type { RpcStatus } from './rpc/types.js';
 
 export interface DeviceRef {
   readonly id: string;
@@ -17,13 +20,27 @@ export interface TelemetryPoint {
 }
 
 export interface GatewayEvents {
+  /** A device became active or inactive (platform reference §7.4). */
+  'device.activity': ActivitySnapshot;
   'device.created': { device: DeviceRef };
   'device.updated': { device: DeviceRef };
   'device.deleted': { device: DeviceRef };
   'device.credentials': { deviceId: string };
+  /** A device profile was created or updated (provisioning settings, OTA assignment, ...). */
+  'deviceProfile.updated': { profileId: string };
   /** One event per device per committed batch. */
   telemetry: { deviceId: string; points: readonly TelemetryPoint[] };
   'telemetry.deleted': { deviceId: string; keys: readonly string[] };
+  /** Attributes saved in one commit (any scope; shared ones are also pushed to the device). */
+  'attributes.updated': {
+    deviceId: string;
+    scope: AttributeScope;
+    values: readonly TypedAttributeKv[];
+  };
+  /** Attribute keys that existed and were deleted in one commit. */
+  'attributes.deleted': { deviceId: string; scope: AttributeScope; keys: readonly string[] };
+  /** A persistent server-side RPC changed status. */
+  'rpc.status': { deviceId: string; rpcId: string; requestId: number; status: RpcStatus };
 }
 
 export type EventName = keyof GatewayEvents;

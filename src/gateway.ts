@@ -3,21 +3,42 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Hono } from 'hono';
 import type { DestinationStream } from 'pino';
+import { AttributeService } from './attributes/attribute-service.js';
 import { AuthService } from './auth/auth-service.js';
+import { ClaimService } from './claims/claim-service.js';
 import type { Config, Secrets } from './config.js';
 import { MIGRATIONS } from './db/migrations/index.js';
 import { migrate } from './db/migrator.js';
 import { type Db, openDb } from './db/open.js';
+import { ActivityService } from './devices/activity-service.js';
 import { DeviceProfileService } from './devices/device-profile-service.js';
 import { DeviceService } from './devices/device-service.js';
 import { EventBus } from './events.js';
 import { createLoggers, type Loggers } from './logger.js';
+import { OtaService } from './ota/ota-service.js';
+import { ProvisionService } from './provisioning/provision-service.js';
+import { ClientRpcService } from './rpc/client-rpc.js';
+import { RpcService } from './rpc/rpc-service.js';
 import { SystemdNotifier } from './systemd.js';
+import { TelemetryService } from './telemetry/telemetry-service.js';
 import { TenantService } from './tenant/tenant-service.js';
 import { CoapServer } from './transports/coap/coap-server.js';
 import { createHttpApp } from './transports/http/app.js';
+import { attributeRoutes } from './transports/http/attribute-routes.js';
 import type { HttpEnv } from './transports/http/context.js';
+import { deviceAttributeRoutes } from './transports/http/device-api/attributes.js';
+import { claimApi } from './transports/http/device-api/claim.js';
+import { deviceAuth } from './transports/http/device-api/device-auth.js';
+import { firmwareApi } from './transports/http/device-api/firmware.js';
+import { provisionApi } from './transports/http/device-api/provision.js';
+import { deviceRpcRoutes } from './transports/http/device-api/rpc.js';
+import { deviceTelemetryRoutes } from './transports/http/device-api/telemetry.js';
+import { deviceProfileRoutes } from './transports/http/device-profile-routes.js';
 import { HttpServer } from './transports/http/http-server.js';
+import { requireUser } from './transports/http/middleware.js';
+import { OTA_UPLOAD_ROUTE, otaRoutes } from './transports/http/ota-routes.js';
+import { rpcRoutes } from './transports/http/rpc-routes.js';
+import { telemetryRoutes } from './transports/http/telemetry-routes.js';
 import { MqttServer } from './transports/mqtt/mqtt-server.js';
 import { UserService } from './users/user-service.js';
 import { VERSION } from './version.js';
@@ -38,6 +59,8 @@ export interface GatewayOverrides {
 export interface Ports {
   readonly http: number;
   readonly mqtt: number;
+  /** 0 when MQTT over TLS is not configured. */
+  readonly mqttTls: number;
   readonly coap: number;
 }
 
@@ -97,6 +120,7 @@ export class Gateway implements AsyncDisposable {
     return {
       http: this.#http?.port ?? 0,
       mqtt: this.#mqtt?.port ?? 0,
+      mqttTls: this.#mqtt?.tlsPort ?? 0,
       coap: this.#coap?.port ?? 0,
     };
   }
@@ -133,7 +157,8 @@ export class Gateway implements AsyncDisposable {
         devices: s.devices,
         profiles: s.profiles,
         uiDir,
-        apiRoutes: apiRoutes(s),
+        apiRoutes: apiRoutes(s, config),
+        bodyLimitExempt: [OTA_UPLOAD_ROUTE],
       });
       this.#http = new HttpServer({ app, host, port: config.http.port, log: this.loggers.http });
       await this.#http.start();
@@ -141,14 +166,32 @@ export class Gateway implements AsyncDisposable {
 
       this.#mqtt = new MqttServer({
         devices: s.devices,
+        core: s,
         host,
         port: config.mqtt.port,
         log: this.loggers.mqtt,
+        tls: config.mqtt.tlsCert
+          ? {
+              port: config.mqtt.tlsPort,
+              certFile: config.mqtt.tlsCert,
+              keyFile: config.mqtt.tlsKey,
+            }
+          : undefined,
       });
       await this.#mqtt.start();
+      this.#http.onUpgrade(this.#mqtt.handleUpgrade);
       log.info({ transport: 'mqtt', host, port: this.#mqtt.port }, 'listening');
+      if (this.#mqtt.tlsPort) {
+        log.info({ transport: 'mqtts', host, port: this.#mqtt.tlsPort }, 'listening');
+      }
 
-      this.#coap = new CoapServer({ host, port: config.coap.port, log: this.loggers.coap });
+      this.#coap = new CoapServer({
+        host,
+        port: config.coap.port,
+        log: this.loggers.coap,
+        devices: s.devices,
+        core: s,
+      });
       await this.#coap.start();
       log.info({ transport: 'coap', host, port: this.#coap.port }, 'listening');
     } catch (err) {
@@ -189,6 +232,9 @@ export class Gateway implements AsyncDisposable {
         log.error({ err, step: name }, 'stop step failed');
       }
     };
+    // Long polls and waiting RPC calls end first (503), so the HTTP server can close at once.
+    if (this.#services)
+      await step('long-polls', () => releaseLongPolls(this.#services as Services));
     await step('coap', () => this.#coap?.stop());
     await step('mqtt', () => this.#mqtt?.stop());
     await step('http', () => this.#http?.stop());
@@ -212,6 +258,14 @@ export interface Services {
   readonly auth: AuthService;
   readonly profiles: DeviceProfileService;
   readonly devices: DeviceService;
+  readonly attributes: AttributeService;
+  readonly rpc: RpcService;
+  readonly clientRpc: ClientRpcService;
+  readonly claims: ClaimService;
+  readonly provisioning: ProvisionService;
+  readonly ota: OtaService;
+  readonly telemetry: TelemetryService;
+  readonly activity: ActivityService;
 }
 
 async function buildServices(
@@ -233,18 +287,117 @@ async function buildServices(
   await users.bootstrapAdmin();
   const auth = new AuthService({ config, users, log: loggers.auth });
   auth.init();
-  const profiles = new DeviceProfileService({ db, tenants });
+  // OTA checks `firmwareId`/`softwareId` for profiles and devices, which it depends on itself.
+  const otaCheck = (...args: Parameters<OtaService['check']>) => ota.check(...args);
+  const profiles = new DeviceProfileService({ db, tenants, bus, otaCheck });
   profiles.init();
-  const devices = new DeviceService({ db, tenants, profiles, bus });
-  return { tenants, users, auth, profiles, devices };
+  const devices = new DeviceService({ db, tenants, profiles, bus, otaCheck });
+  const telemetry = new TelemetryService({
+    db,
+    bus,
+    devices,
+    log: loggers.telemetry,
+    config: config.telemetry,
+  });
+  telemetry.start();
+  const attributes = new AttributeService({ db, devices, bus, log: loggers.attributes });
+  attributes.start();
+  const rpc = new RpcService({ db, devices, tenants, bus, log: loggers.rpc });
+  rpc.start();
+  const clientRpc = new ClientRpcService({ log: loggers.rpc });
+  const claims = new ClaimService({
+    db,
+    devices,
+    durationMs: config.claim.durationMs,
+    log: loggers.claims,
+  });
+  const provisioning = new ProvisionService({ db, devices, profiles, log: loggers.provisioning });
+  const ota = new OtaService({
+    db,
+    tenants,
+    devices,
+    profiles,
+    bus,
+    attributes,
+    log: loggers.ota,
+    maxBytes: config.ota.maxBytes,
+  });
+  ota.start();
+  const activity = new ActivityService({
+    attributes,
+    bus,
+    log: loggers.devices,
+    inactivityTimeoutMs: config.activity.inactivityTimeoutSec * 1000,
+    checkIntervalMs: config.activity.checkIntervalSec * 1000,
+  });
+  activity.start();
+  return {
+    tenants,
+    users,
+    auth,
+    profiles,
+    devices,
+    attributes,
+    rpc,
+    clientRpc,
+    claims,
+    provisioning,
+    ota,
+    telemetry,
+    activity,
+  };
 }
 
 /** Stops services that own timers or pending writes, newest first. */
-async function stopServices(_s: Services): Promise<void> {}
+async function stopServices(s: Services): Promise<void> {
+  s.activity.stop();
+  // Commits pending points while the db is open and other listeners still run.
+  await s.telemetry.stop();
+  await s.ota.stop();
+  s.rpc.stop();
+  s.attributes.stop();
+}
+
+/** Ends device long polls and REST calls waiting on a device, before the listeners close. */
+function releaseLongPolls(s: Services): void {
+  s.attributes.releasePolls();
+  s.rpc.releasePolls();
+  s.clientRpc.releasePolls();
+}
 
 /** Sub-apps of the HTTP transport beyond auth and device management, mounted in this order. */
-function apiRoutes(_s: Services): Array<{ path: string; app: Hono<HttpEnv> }> {
-  return [];
+function apiRoutes(s: Services, config: Config): Array<{ path: string; app: Hono<HttpEnv> }> {
+  const user = requireUser(s.auth);
+  const device = deviceAuth({ devices: s.devices, activity: s.activity });
+  return [
+    // Provisioning has no token: mount it before any `/api/v1/:token/*` middleware.
+    { path: '/api/v1', app: provisionApi({ provisioning: s.provisioning }) },
+    { path: '/api/v1', app: claimApi({ deviceAuth: device, claims: s.claims }) },
+    { path: '/api/v1', app: firmwareApi({ deviceAuth: device, ota: s.ota }) },
+    { path: '/api', app: deviceProfileRoutes({ profiles: s.profiles, requireUser: user }) },
+    {
+      path: '/api',
+      app: otaRoutes({ ota: s.ota, requireUser: user, maxBytes: config.ota.maxBytes }),
+    },
+    {
+      path: '/api/v1',
+      app: deviceAttributeRoutes({ deviceAuth: device, attributes: s.attributes }),
+    },
+    {
+      path: '/api/v1',
+      app: deviceRpcRoutes({ deviceAuth: device, rpc: s.rpc, clientRpc: s.clientRpc }),
+    },
+    {
+      path: '/api/plugins/telemetry',
+      app: attributeRoutes({ attributes: s.attributes, requireUser: user }),
+    },
+    { path: '/api/v1', app: deviceTelemetryRoutes({ deviceAuth: device, telemetry: s.telemetry }) },
+    {
+      path: '/api/plugins/telemetry',
+      app: telemetryRoutes({ telemetry: s.telemetry, requireUser: user }),
+    },
+    { path: '/api/rpc', app: rpcRoutes({ rpc: s.rpc, requireUser: user }) },
+  ];
 }
 
 export function createGateway(config: Config, overrides?: GatewayOverrides): Gateway {

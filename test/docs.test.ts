@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
-import { withConfigTable } from '../scripts/config-table.js';
 import pkg from '../package.json' with { type: 'json' };
+import { withConfigTable } from '../scripts/config-table.js';
 
 describe('README', () => {
   it('starts with the install-and-start and the install-and-test commands', async () => {

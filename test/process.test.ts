@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -8,7 +8,16 @@ import Database from 'better-sqlite3';
 import pkg from '../package.json' with { type: 'json' };
 import { runGateway, spawnGateway } from './helpers/process.js';
 
-const LOOPBACK = ['--bind', '127.0.0.1', '--http-port', '0', '--mqtt-port', '0', '--coap-port', '0'];
+const LOOPBACK = [
+  '--bind',
+  '127.0.0.1',
+  '--http-port',
+  '0',
+  '--mqtt-port',
+  '0',
+  '--coap-port',
+  '0',
+];
 
 describe('the edge-gateway command', () => {
   let dir: string;
@@ -34,7 +43,8 @@ describe('the edge-gateway command', () => {
     assert.equal(bad.code, 2);
     const lines = bad.stderr.trim().split('\n');
     assert.equal(lines.length, 1, bad.stderr);
-    for (const word of ['--http-port', '--nope', '--log-level', 'EDGE_MQTT_PORT']) assert.ok(lines[0].includes(word), word);
+    for (const word of ['--http-port', '--nope', '--log-level', 'EDGE_MQTT_PORT'])
+      assert.ok(lines[0].includes(word), word);
     const unknown = await runGateway(['start']);
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /unknown command start/);
@@ -130,7 +140,14 @@ describe('the edge-gateway command', () => {
     await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
     const port = (blocker.address() as { port: number }).port;
     try {
-      const busy = await runGateway(['serve', '--data-dir', join(dir, 'busy'), ...LOOPBACK, '--mqtt-port', String(port)]);
+      const busy = await runGateway([
+        'serve',
+        '--data-dir',
+        join(dir, 'busy'),
+        ...LOOPBACK,
+        '--mqtt-port',
+        String(port),
+      ]);
       assert.equal(busy.code, 1);
       assert.match(busy.stdout, /cannot start: .*EADDRINUSE/);
     } finally {

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import {
   type EntityId,
@@ -13,7 +13,7 @@ import type { Db } from '../db/open.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { TenantService } from '../tenant/tenant-service.js';
-import type { DeviceProfileService } from './device-profile-service.js';
+import type { DeviceProfileService, OtaPackageCheck } from './device-profile-service.js';
 import {
   type CredentialsRow,
   type DeviceSort,
@@ -31,8 +31,8 @@ export interface Device {
   readonly label: string | null;
   readonly deviceProfileId: EntityId<'DEVICE_PROFILE'>;
   readonly deviceData: object;
-  readonly firmwareId: null;
-  readonly softwareId: null;
+  readonly firmwareId: EntityId<'OTA_PACKAGE'> | null;
+  readonly softwareId: EntityId<'OTA_PACKAGE'> | null;
   readonly additionalInfo: unknown;
   readonly version: number;
 }
@@ -41,10 +41,31 @@ export interface DeviceCredentials {
   readonly id: { readonly id: string };
   readonly createdTime: number;
   readonly deviceId: EntityId<'DEVICE'>;
-  readonly credentialsType: 'ACCESS_TOKEN';
+  readonly credentialsType: CredentialsType;
   readonly credentialsId: string;
-  readonly credentialsValue: null;
+  /** MQTT_BASIC: JSON text `{"clientId","userName","password"}`; null for ACCESS_TOKEN. */
+  readonly credentialsValue: string | null;
 }
+
+export type CredentialsType = 'ACCESS_TOKEN' | 'MQTT_BASIC';
+
+export interface MqttBasicCredentials {
+  readonly clientId?: string | null;
+  readonly userName?: string | null;
+  readonly password?: string | null;
+}
+
+/**
+ * Outcome of MQTT CONNECT credential resolution (reference §8.2); the MQTT adapter maps each
+ * refusal to its CONNACK code (§8.3).
+ */
+export type MqttAuthResult =
+  | { readonly kind: 'device'; readonly device: DeviceIdentity }
+  | { readonly kind: 'provision' }
+  | {
+      readonly kind: 'refused';
+      readonly reason: 'bad-credentials' | 'unknown-client-id' | 'not-authorized';
+    };
 
 /** What a transport needs after authenticating a device: kept small, looked up per connection. */
 export interface DeviceIdentity {
@@ -52,6 +73,8 @@ export interface DeviceIdentity {
   readonly id: string;
   readonly name: string;
   readonly profileId: string;
+  /** `additionalInfo.gateway === true`: may use the gateway MQTT API for child devices. */
+  readonly isGateway: boolean;
 }
 
 // @NOTE: tokens travel as URL path segments and MQTT user names: no separators, no blanks.
@@ -67,13 +90,68 @@ const deviceBody = z.object({
   type: z.string().trim().max(255).optional().nullable(),
   deviceProfileId: idRef.optional().nullable(),
   additionalInfo: z.record(z.string(), z.unknown()).optional().nullable(),
+  firmwareId: idRef.optional().nullable(),
+  softwareId: idRef.optional().nullable(),
 });
 
-const credentialsBody = z.object({
-  deviceId: idRef,
-  credentialsType: z.literal('ACCESS_TOKEN').optional(),
-  credentialsId: z.string(),
-});
+const mqttBasicValue = z
+  .object({
+    clientId: z.string().min(1).max(128).nullish(),
+    userName: z.string().min(1).max(128).nullish(),
+    password: z.string().max(128).nullish(),
+  })
+  .refine((v) => v.clientId || v.userName, 'clientId or userName is required')
+  .refine((v) => v.userName || !v.password, 'a password needs a userName');
+
+// A body without `credentialsType` is an access token, as it was before MQTT basic credentials.
+const withDefaultType = (body: unknown) =>
+  body !== null && typeof body === 'object' && !('credentialsType' in body)
+    ? { ...body, credentialsType: 'ACCESS_TOKEN' }
+    : body;
+
+const credentialsBody = z.preprocess(
+  withDefaultType,
+  z.discriminatedUnion('credentialsType', [
+    z.object({
+      deviceId: idRef,
+      credentialsType: z.literal('ACCESS_TOKEN'),
+      credentialsId: z.string(),
+    }),
+    z.object({
+      deviceId: idRef,
+      credentialsType: z.literal('MQTT_BASIC'),
+      credentialsValue: z.union([
+        z.string().transform((text, ctx) => {
+          try {
+            return JSON.parse(text) as unknown;
+          } catch {
+            ctx.addIssue({ code: 'custom', message: 'must be a JSON object' });
+            return z.NEVER;
+          }
+        }),
+        z.record(z.string(), z.unknown()),
+      ]),
+    }),
+  ]),
+);
+
+/** Lookup key of MQTT_BASIC credentials: a hash of client id and user name, as ThingsBoard keys them. */
+export function mqttBasicKey(
+  clientId: string | null | undefined,
+  userName: string | null | undefined,
+): string {
+  return createHash('sha256')
+    .update(`${clientId ?? ''}\u0000${userName ?? ''}`)
+    .digest('hex');
+}
+
+function samePassword(given: string | undefined, stored: string | null | undefined): boolean {
+  if (!stored) return true;
+  if (given === undefined) return false;
+  const a = Buffer.from(given);
+  const b = Buffer.from(stored);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
 
 export function randomAccessToken(length = 20): string {
   const bytes = randomBytes(length);
@@ -94,6 +172,8 @@ export interface DeviceServiceDeps {
   readonly tenants: TenantService;
   readonly profiles: DeviceProfileService;
   readonly bus: EventBus;
+  /** Validates `firmwareId`/`softwareId` (OTA domain); without it those fields are refused. */
+  readonly otaCheck?: OtaPackageCheck;
 }
 
 export class DeviceService {
@@ -109,6 +189,9 @@ export class DeviceService {
     const profileId = this.#resolveProfile(input.deviceProfileId?.id, input.type ?? undefined);
     const additionalInfo = input.additionalInfo ? JSON.stringify(input.additionalInfo) : null;
     const label = input.label ?? null;
+    const firmwareId = input.firmwareId?.id.toLowerCase() ?? null;
+    const softwareId = input.softwareId?.id.toLowerCase() ?? null;
+    this.#checkOta(firmwareId, softwareId, profileId);
 
     if (input.id) {
       const id = input.id.id.toLowerCase();
@@ -123,6 +206,8 @@ export class DeviceService {
           device_profile_id: profileId,
           additional_info: additionalInfo,
         });
+        if (firmwareId || softwareId || existing.firmware_id || existing.software_id)
+          this.#store.setOtaPackages(existing.rid, firmwareId, softwareId);
         if (opts.accessToken !== undefined)
           this.#setToken(existing.rid, checkToken(opts.accessToken));
       })();
@@ -148,6 +233,7 @@ export class DeviceService {
         created_time: now,
         version: 1,
       });
+      if (firmwareId || softwareId) this.#store.setOtaPackages(rid, firmwareId, softwareId);
       this.#store.insertCredentials({
         id: randomUUID(),
         device_rid: rid,
@@ -189,30 +275,113 @@ export class DeviceService {
     return toCredentials(row, view.id);
   }
 
-  /** ThingsBoard's `POST /api/device/credentials`: replaces the access token of a device. */
+  /**
+   * ThingsBoard's `POST /api/device/credentials`: replaces a device's credentials with an access
+   * token or MQTT basic credentials (client id / user name / password).
+   */
   updateCredentials(body: unknown): DeviceCredentials {
     const input = validate(credentialsBody, body, 'device credentials');
     const id = input.deviceId.id.toLowerCase();
     const view = this.#view(id);
-    this.#setToken(view.rid, checkToken(input.credentialsId));
+    if (input.credentialsType === 'ACCESS_TOKEN') {
+      this.#setToken(view.rid, checkToken(input.credentialsId));
+    } else {
+      const value = validate(mqttBasicValue, input.credentialsValue, 'credentialsValue');
+      const key = mqttBasicKey(value.clientId, value.userName);
+      if (this.#store.tokenInUse(key, view.rid)) throw duplicateToken();
+      this.#store.updateCredentials({
+        device_rid: view.rid,
+        credentials_type: 'MQTT_BASIC',
+        credentials_id: key,
+        credentials_value: JSON.stringify({
+          clientId: value.clientId ?? null,
+          userName: value.userName ?? null,
+          password: value.password ?? null,
+        }),
+      });
+    }
     this.deps.bus.emit('device.credentials', { deviceId: id });
     return this.credentials(id);
+  }
+
+  /**
+   * Resolves MQTT CONNECT credentials as ThingsBoard does (reference §8.2): basic credentials by
+   * client id, by client id + user name, then the user name as an access token or as a
+   * user-name-only basic credential. The `provision` user name or client id opens a
+   * provisioning-only session.
+   */
+  resolveMqtt(
+    clientId: string,
+    userName: string | undefined,
+    password: string | undefined,
+  ): MqttAuthResult {
+    if (userName === 'provision' || clientId === 'provision') return { kind: 'provision' };
+    const refuse = (
+      reason: 'bad-credentials' | 'unknown-client-id' | 'not-authorized',
+    ): MqttAuthResult => ({
+      kind: 'refused',
+      reason,
+    });
+    const basic = (key: string) => this.#store.byCredentialsId(key, 'MQTT_BASIC');
+    if (!userName) {
+      const found = clientId ? basic(mqttBasicKey(clientId, null)) : undefined;
+      if (found) return { kind: 'device', device: identityOf(found.view) };
+      if (password !== undefined) return refuse('bad-credentials');
+      return refuse(clientId ? 'unknown-client-id' : 'not-authorized');
+    }
+    const both = clientId ? basic(mqttBasicKey(clientId, userName)) : undefined;
+    if (both) {
+      const stored = JSON.parse(both.credentialsValue ?? '{}') as MqttBasicCredentials;
+      return samePassword(password, stored.password)
+        ? { kind: 'device', device: identityOf(both.view) }
+        : refuse('bad-credentials');
+    }
+    const token = this.#store.byAccessToken(userName);
+    if (token) return { kind: 'device', device: identityOf(token) };
+    const userOnly = basic(mqttBasicKey(null, userName));
+    if (userOnly) {
+      const stored = JSON.parse(userOnly.credentialsValue ?? '{}') as MqttBasicCredentials;
+      if (samePassword(password, stored.password))
+        return { kind: 'device', device: identityOf(userOnly.view) };
+    }
+    return refuse('bad-credentials');
   }
 
   /** Resolves a device access token; undefined when no device has it. */
   byAccessToken(token: string): DeviceIdentity | undefined {
     const v = this.#store.byAccessToken(token);
-    return v && { rid: v.rid, id: v.id, name: v.name, profileId: v.device_profile_id };
+    return v && identityOf(v);
   }
 
   identity(id: string): DeviceIdentity | undefined {
     const v = this.#store.byId(id);
-    return v && { rid: v.rid, id: v.id, name: v.name, profileId: v.device_profile_id };
+    return v && identityOf(v);
   }
 
   byName(name: string): DeviceIdentity | undefined {
     const v = this.#store.byName(name);
-    return v && { rid: v.rid, id: v.id, name: v.name, profileId: v.device_profile_id };
+    return v && identityOf(v);
+  }
+
+  /**
+   * A gateway's child device by name, created on first sight (ThingsBoard `findOrCreateDevice`
+   * behind `v1/gateway/connect`, reference §9). A new device gets the profile named `type`
+   * (found or created), or the default profile when there is no type, and records the gateway
+   * in `additionalInfo.lastConnectedGateway`. An existing device is returned unchanged.
+   */
+  findOrCreateChild(name: string, type: string | undefined, gatewayId: string): DeviceIdentity {
+    // @NOTE: `save` trims names; an untrimmed name would never be found again by `byName`.
+    if (name.trim() !== name || name === '') {
+      throw new ValidationError('Device name must not be empty or start or end with a blank');
+    }
+    const found = this.#store.byName(name);
+    if (found) return identityOf(found);
+    const device = this.save({
+      name,
+      type: type || undefined,
+      additionalInfo: { lastConnectedGateway: gatewayId },
+    });
+    return identityOf(this.#view(device.id.id));
   }
 
   #view(id: string): DeviceView {
@@ -229,6 +398,14 @@ export class DeviceService {
       credentials_id: token,
       credentials_value: null,
     });
+  }
+
+  #checkOta(firmwareId: string | null, softwareId: string | null, profileId: string): void {
+    if (!firmwareId && !softwareId) return;
+    const check = this.deps.otaCheck;
+    if (!check) throw new ValidationError('OTA packages are not available');
+    if (firmwareId) check('FIRMWARE', firmwareId, profileId);
+    if (softwareId) check('SOFTWARE', softwareId, profileId);
   }
 
   #checkName(name: string, exceptRid?: number): void {
@@ -264,11 +441,26 @@ function toDevice(v: DeviceView): Device {
     label: v.label,
     deviceProfileId: entityId('DEVICE_PROFILE', v.device_profile_id),
     deviceData: { configuration: { type: 'DEFAULT' }, transportConfiguration: { type: 'DEFAULT' } },
-    firmwareId: null,
-    softwareId: null,
+    firmwareId: v.firmware_id ? entityId('OTA_PACKAGE', v.firmware_id) : null,
+    softwareId: v.software_id ? entityId('OTA_PACKAGE', v.software_id) : null,
     additionalInfo: v.additional_info === null ? null : JSON.parse(v.additional_info),
     version: v.version,
   };
+}
+
+function identityOf(v: DeviceView): DeviceIdentity {
+  return {
+    rid: v.rid,
+    id: v.id,
+    name: v.name,
+    profileId: v.device_profile_id,
+    isGateway: isGatewayInfo(v.additional_info),
+  };
+}
+
+function isGatewayInfo(additionalInfo: string | null): boolean {
+  if (additionalInfo === null || !additionalInfo.includes('gateway')) return false;
+  return (JSON.parse(additionalInfo) as { gateway?: unknown }).gateway === true;
 }
 
 function toCredentials(row: CredentialsRow, deviceId: string): DeviceCredentials {
@@ -276,8 +468,8 @@ function toCredentials(row: CredentialsRow, deviceId: string): DeviceCredentials
     id: { id: row.id },
     createdTime: row.created_time,
     deviceId: entityId('DEVICE', deviceId),
-    credentialsType: 'ACCESS_TOKEN',
+    credentialsType: row.credentials_type as CredentialsType,
     credentialsId: row.credentials_id,
-    credentialsValue: null,
+    credentialsValue: row.credentials_value,
   };
 }

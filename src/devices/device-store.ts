@@ -1,3 +1,4 @@
+import type { Statement } from 'better-sqlite3';
 import type { PageQuery } from '../common/entity.js';
 import type { Db } from '../db/open.js';
 
@@ -10,6 +11,9 @@ export interface DeviceRow {
   label: string | null;
   device_profile_id: string;
   additional_info: string | null;
+  /** OTA assignment (migration 004); written by `setOtaPackages`. */
+  firmware_id?: string | null;
+  software_id?: string | null;
   created_time: number;
   version: number;
 }
@@ -46,9 +50,11 @@ export class DeviceStore {
   readonly #byId;
   readonly #byName;
   readonly #byToken;
+  readonly #byCredentials;
   readonly #insert;
   readonly #update;
   readonly #delete;
+  #setOta: Statement<[string | null, string | null, number]> | undefined;
   readonly #creds;
   readonly #insertCreds;
   readonly #updateCreds;
@@ -59,6 +65,12 @@ export class DeviceStore {
     this.#byToken = db.prepare<[string], DeviceView>(
       `${VIEW} JOIN device_credentials c ON c.device_rid = d.rid
        WHERE c.credentials_id = ? AND c.credentials_type = 'ACCESS_TOKEN'`,
+    );
+    this.#byCredentials = db.prepare<[string, string], DeviceView & { cred_value: string | null }>(
+      `SELECT d.*, p.name AS profile_name, c.credentials_value AS cred_value
+       FROM device d JOIN device_profile p ON p.id = d.device_profile_id
+       JOIN device_credentials c ON c.device_rid = d.rid
+       WHERE c.credentials_id = ? AND c.credentials_type = ?`,
     );
     this.#insert = db.prepare<[Omit<DeviceRow, 'rid'>]>(
       `INSERT INTO device (id, tenant_id, customer_id, name, label, device_profile_id, additional_info,
@@ -107,6 +119,17 @@ export class DeviceStore {
     return this.#byToken.get(token);
   }
 
+  /** A device by the id of its credentials of the given type, with the stored credential value. */
+  byCredentialsId(
+    credentialsId: string,
+    type: string,
+  ): { view: DeviceView; credentialsValue: string | null } | undefined {
+    const row = this.#byCredentials.get(credentialsId, type);
+    if (!row) return undefined;
+    const { cred_value, ...view } = row;
+    return { view, credentialsValue: cred_value };
+  }
+
   insert(row: Omit<DeviceRow, 'rid'>): number {
     return Number(this.#insert.run(row).lastInsertRowid);
   }
@@ -115,6 +138,14 @@ export class DeviceStore {
     row: Pick<DeviceRow, 'id' | 'name' | 'label' | 'device_profile_id' | 'additional_info'>,
   ): void {
     this.#update.run(row);
+  }
+
+  setOtaPackages(rid: number, firmwareId: string | null, softwareId: string | null): void {
+    // Prepared on first use: the columns come with migration 004.
+    this.#setOta ??= this.db.prepare<[string | null, string | null, number]>(
+      'UPDATE device SET firmware_id = ?, software_id = ? WHERE rid = ?',
+    );
+    this.#setOta.run(firmwareId, softwareId, rid);
   }
 
   delete(id: string): boolean {
