@@ -1,0 +1,195 @@
+/**
+ * Shared parts of the device-API benchmarks (`bench:mqtt`, `bench:mqtt-idle`, `bench:coap`):
+ * build and run the gateway bundle as its own process, create devices over REST, read a
+ * process's RSS, and a mergeable latency histogram. Not a benchmark by itself.
+ */
+
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  BUNDLE,
+  type GatewayProcess,
+  PROJECT_ROOT,
+  spawnGateway,
+} from '../../test/helpers/process.js';
+
+const ADMIN_EMAIL = 'bench@local';
+const ADMIN_PASSWORD = 'bench-password-1';
+
+export interface BenchGateway {
+  readonly proc: GatewayProcess;
+  readonly pid: number;
+  readonly dataDir: string;
+  readonly baseUrl: string;
+  /** Stops the process (SIGTERM) and deletes the data directory unless `keepData`. */
+  close(keepData?: boolean): Promise<void>;
+}
+
+/** `node build.mjs`, so the bench runs the current sources as the shipped bundle. */
+export function buildBundle(): void {
+  const res = spawnSync(process.execPath, ['build.mjs'], { cwd: PROJECT_ROOT, stdio: 'inherit' });
+  if (res.status !== 0) throw new Error(`node build.mjs failed with ${res.status}`);
+}
+
+/**
+ * Starts `node dist/edge-gateway.mjs serve` on ephemeral loopback ports with a temp data dir.
+ * @NOTE: `--log-level info` because the `ready` line (with the ports) is logged at info; nothing
+ * is logged per message at info.
+ */
+export async function startGatewayProcess(
+  extraArgs: readonly string[] = [],
+  env: Record<string, string> = {},
+): Promise<BenchGateway> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'edge-gw-bench-'));
+  let proc: GatewayProcess;
+  try {
+    proc = await spawnGateway(
+      [
+        'serve',
+        '--data-dir',
+        dataDir,
+        '--bind',
+        '127.0.0.1',
+        '--http-port',
+        '0',
+        '--mqtt-port',
+        '0',
+        '--coap-port',
+        '0',
+        '--log-level',
+        'info',
+        ...extraArgs,
+      ],
+      { env: { EDGE_ADMIN_EMAIL: ADMIN_EMAIL, EDGE_ADMIN_PASSWORD: ADMIN_PASSWORD, ...env } },
+    );
+  } catch (err) {
+    await rm(dataDir, { recursive: true, force: true });
+    throw err;
+  }
+  const pid = proc.child.pid ?? 0;
+  return {
+    proc,
+    pid,
+    dataDir,
+    baseUrl: `http://127.0.0.1:${proc.ports.http}`,
+    async close(keepData = false) {
+      await proc.stop('SIGTERM', 20_000);
+      if (!keepData) await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export { BUNDLE };
+
+async function adminToken(baseUrl: string): Promise<string> {
+  const res = await fetch(`${baseUrl}/api/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: ADMIN_EMAIL, password: ADMIN_PASSWORD }),
+  });
+  if (res.status !== 200) throw new Error(`admin login failed: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { token: string }).token;
+}
+
+/**
+ * Creates `count` devices over REST (`POST /api/device?accessToken=...`), `parallel` requests at
+ * a time, and returns their access tokens `${prefix}-${i}`.
+ */
+export async function createDevices(
+  baseUrl: string,
+  prefix: string,
+  count: number,
+  parallel = 8,
+): Promise<string[]> {
+  const token = await adminToken(baseUrl);
+  const tokens = Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const i = next++;
+      const res = await fetch(
+        `${baseUrl}/api/device?accessToken=${encodeURIComponent(tokens[i])}`,
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'X-Authorization': `Bearer ${token}` },
+          body: JSON.stringify({ name: `${prefix}-${i}` }),
+        },
+      );
+      if (res.status !== 200)
+        throw new Error(`create device failed: ${res.status} ${await res.text()}`);
+      await res.arrayBuffer();
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, worker));
+  return tokens;
+}
+
+/** Resident set size of a process in MiB, from /proc/<pid>/status (VmRSS). */
+export async function rssMiB(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const m = /^VmRSS:\s+(\d+) kB$/m.exec(status);
+  if (!m) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(m[1]) / 1024;
+}
+
+/** CPU time (user + system) of a process in seconds, from /proc/<pid>/stat. */
+export async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces): utime is 14th, stime 15th overall.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** Latency histogram with 10 µs buckets up to 10 s (a last bucket holds the rest). */
+export class Histogram {
+  static readonly BUCKETS = 1_000_001;
+  counts = new Map<number, number>();
+  max = 0;
+  total = 0;
+
+  record(ms: number): void {
+    const b = Math.min(Math.floor(ms * 100), Histogram.BUCKETS - 1);
+    this.counts.set(b, (this.counts.get(b) ?? 0) + 1);
+    this.total++;
+    if (ms > this.max) this.max = ms;
+  }
+
+  toJSON(): { counts: Array<[number, number]>; max: number; total: number } {
+    return { counts: [...this.counts], max: this.max, total: this.total };
+  }
+
+  merge(other: { counts: Array<[number, number]>; max: number; total: number }): void {
+    for (const [b, n] of other.counts) this.counts.set(b, (this.counts.get(b) ?? 0) + n);
+    this.total += other.total;
+    if (other.max > this.max) this.max = other.max;
+  }
+
+  /** Upper edge of the bucket that holds the q-quantile, in ms. */
+  quantile(q: number): number {
+    if (this.total === 0) return Number.NaN;
+    const want = Math.ceil(q * this.total);
+    let seen = 0;
+    for (const b of [...this.counts.keys()].sort((x, y) => x - y)) {
+      seen += this.counts.get(b) ?? 0;
+      if (seen >= want) return (b + 1) / 100;
+    }
+    return this.max;
+  }
+}
+
+/** The 1, 5 and 15 minute load averages, to tell whether something else was running. */
+export function loadAverage(): string {
+  return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+}
+
+/** Busy and total CPU time of the whole machine in seconds (all cores), from /proc/stat. */
+export function machineCpu(): { busy: number; total: number } {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0];
+  const v = line.trim().split(/\s+/).slice(1).map(Number);
+  const total = v.reduce((a, b) => a + b, 0);
+  const idle = v[3] + v[4];
+  return { busy: (total - idle) / 100, total: total / 100 };
+}
