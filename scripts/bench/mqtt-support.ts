@@ -5,10 +5,12 @@
  */
 
 import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import {
   BUNDLE,
   type GatewayProcess,
@@ -24,6 +26,11 @@ export interface BenchGateway {
   readonly pid: number;
   readonly dataDir: string;
   readonly baseUrl: string;
+  /**
+   * SIGKILL: nothing queued gets flushed by a clean stop, so only what was committed before
+   * stays in the SQLite file (`normal` durability survives a process crash).
+   */
+  crash(): Promise<void>;
   /** Stops the process (SIGTERM) and deletes the data directory unless `keepData`. */
   close(keepData?: boolean): Promise<void>;
 }
@@ -75,6 +82,12 @@ export async function startGatewayProcess(
     pid,
     dataDir,
     baseUrl: `http://127.0.0.1:${proc.ports.http}`,
+    async crash() {
+      if (proc.child.exitCode !== null || proc.child.signalCode !== null) return;
+      const exited = once(proc.child, 'exit');
+      proc.child.kill('SIGKILL');
+      await exited;
+    },
     async close(keepData = false) {
       await proc.stop('SIGTERM', 20_000);
       if (!keepData) await rm(dataDir, { recursive: true, force: true });
@@ -83,6 +96,28 @@ export async function startGatewayProcess(
 }
 
 export { BUNDLE };
+
+/**
+ * Env that makes the gateway profile itself from start-up until SIGUSR2 and then write a V8 CPU
+ * profile into `dir` (`--cpu-prof` is not allowed in NODE_OPTIONS, so a preloaded module uses
+ * node:inspector).
+ */
+export async function profilerEnv(dir: string): Promise<Record<string, string>> {
+  const file = join(dir, 'gateway-profiler.mjs');
+  await writeFile(
+    file,
+    `import { Session } from 'node:inspector';
+import { writeFileSync } from 'node:fs';
+const s = new Session();
+s.connect();
+s.post('Profiler.enable', () => s.post('Profiler.start'));
+process.on('SIGUSR2', () => s.post('Profiler.stop', (err, res) => {
+  if (!err) writeFileSync(${JSON.stringify(join(dir, 'gateway.cpuprofile'))}, JSON.stringify(res.profile));
+}));
+`,
+  );
+  return { NODE_OPTIONS: `--import=${pathToFileURL(file).href}` };
+}
 
 async function adminToken(baseUrl: string): Promise<string> {
   const res = await fetch(`${baseUrl}/api/auth/login`, {

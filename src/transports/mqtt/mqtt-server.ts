@@ -9,7 +9,7 @@ import { createWebSocketStream, WebSocketServer } from 'ws';
 import type { DeviceService, MqttAuthResult } from '../../devices/device-service.js';
 import { GatewayError, ValidationError } from '../../errors.js';
 import type { DeviceCore } from '../device-core.js';
-import { DeviceSession, MAX_INFLIGHT, ProvisionSession, type Send } from './device-session.js';
+import { DeviceSession, ProvisionSession, type Send } from './device-session.js';
 import { maySubscribe } from './topics.js';
 
 export interface MqttServerDeps {
@@ -37,21 +37,8 @@ const BAD_USERNAME_OR_PASSWORD = 4;
 const NOT_AUTHORIZED = 5;
 // MQTT 5 §3.14.2.1 DISCONNECT reason code 0x8E: session taken over.
 const SESSION_TAKEN_OVER = 0x8e;
-// MQTT 5 §2.4 reason codes: 0x00 success, 0x87 not authorized, 0x99 payload format invalid.
-const SUCCESS = 0;
-const NOT_AUTHORIZED_V5 = 0x87;
+// MQTT 5 §2.4 reason code 0x99: payload format invalid.
 const PAYLOAD_FORMAT_INVALID = 0x99;
-/**
- * QoS 1 publishes of one connection whose commit may be pending before Aedes stops reading it.
- * The same as MAX_INFLIGHT, which `getSessionLimits` reports to devices.
- */
-const MAX_PENDING_ACKS = MAX_INFLIGHT;
-
-/** A QoS 1 PUBLISH waiting for its PUBACK; `reasonCode` is set once the core is done. */
-interface PendingAck {
-  readonly messageId: number;
-  reasonCode: number | undefined;
-}
 
 /**
  * CONNACK code of a refused CONNECT, as ThingsBoard answers (reference §8.3): a bad token is 5 on
@@ -88,8 +75,6 @@ export class MqttServer {
   #tlsServer: Server | undefined;
   #wss: WebSocketServer | undefined;
   readonly #sessions = new WeakMap<Client, Session>();
-  /** Per connection, QoS 1 publishes in arrival order until their PUBACK is written. */
-  readonly #acks = new WeakMap<Client, PendingAck[]>();
   /** One connection per device: a newer one takes over (reference §8.5). */
   readonly #byDevice = new Map<string, Client>();
 
@@ -141,11 +126,7 @@ export class MqttServer {
           return;
         }
         this.#touch(client);
-        if (packet.qos === 1 && packet.messageId !== undefined) {
-          this.#publishQos1(client, session, packet, callback);
-          return;
-        }
-        // Aedes goes on when the callback runs: only after the core has committed.
+        // Aedes sends the PUBACK when the callback runs: only after the core has committed.
         this.#publish(client, session, packet).then(
           () => callback(null),
           (err: Error) => callback(err),
@@ -226,95 +207,10 @@ export class MqttServer {
   };
 
   /**
-   * A QoS 1 PUBLISH: the PUBACK is written here once the core has committed, and Aedes is told to
-   * skip its own PUBACK and routing (`_notAuthorized`; device messages are never forwarded).
-   * @NOTE: Aedes reads a connection's next chunk only after every packet of the previous chunk
-   * is done. Holding its callback until the commit would limit a device to one chunk per group
-   * commit, whatever its in-flight window; so the callback runs at once while fewer than
-   * MAX_PENDING_ACKS commits are pending on the connection, and beyond that the read loop waits.
-   */
-  #publishQos1(
-    client: Client,
-    session: Session,
-    packet: PublishPacket,
-    callback: (err?: Error | null) => void,
-  ): void {
-    const messageId = packet.messageId as number;
-    const acks = this.#pendingAcks(client);
-    const entry: PendingAck = { messageId, reasonCode: undefined };
-    acks.push(entry);
-    Object.assign(packet, { _notAuthorized: true });
-    let held = acks.length > MAX_PENDING_ACKS;
-    if (!held) callback(null);
-    const settle = (reasonCode: number) => {
-      entry.reasonCode = reasonCode;
-      this.#flushAcks(client, acks);
-      if (held) {
-        held = false;
-        callback(null);
-      }
-    };
-    this.#publish(client, session, packet, true).then(
-      (code) => settle(code),
-      (err: Error) => {
-        if (client.version === 5) {
-          // What Aedes answers to a refused v5 publish: PUBACK 0x87, the connection stays.
-          this.#broker?.emit('clientError', client, err);
-          settle(NOT_AUTHORIZED_V5);
-          return;
-        }
-        // MQTT 3.1.1 has no negative PUBACK: the connection is closed (reference §11).
-        acks.length = 0;
-        if (held) {
-          held = false;
-          callback(err);
-        } else {
-          this.#broker?.emit('clientError', client, err);
-          client.close();
-        }
-      },
-    );
-  }
-
-  #pendingAcks(client: Client): PendingAck[] {
-    let acks = this.#acks.get(client);
-    if (!acks) {
-      acks = [];
-      this.#acks.set(client, acks);
-    }
-    return acks;
-  }
-
-  /** MQTT-4.6.0-2: PUBACKs go out in the order the PUBLISH packets arrived. */
-  #flushAcks(client: Client, acks: PendingAck[]): void {
-    let n = 0;
-    while (n < acks.length && acks[n].reasonCode !== undefined) n++;
-    if (n === 0) return;
-    const done = acks.splice(0, n);
-    if (client.closed || !client.connected) return;
-    const opts = { protocolVersion: client.version === 5 ? 5 : client.version === 3 ? 3 : 4 };
-    for (const a of done) {
-      mqttPacket.writeToStream(
-        a.reasonCode === 0
-          ? { cmd: 'puback', messageId: a.messageId }
-          : { cmd: 'puback', messageId: a.messageId, reasonCode: a.reasonCode },
-        client.conn,
-        opts,
-      );
-    }
-  }
-
-  /**
    * Routes a device PUBLISH to the core (reference §11 for failures): bad input closes an MQTT
    * 3.x connection; on MQTT 5 a QoS 1 publish gets PUBACK 0x99 and the connection stays.
-   * With `ackHere` the v5 0x99 is returned as the PUBACK reason code instead of being written.
    */
-  async #publish(
-    client: Client,
-    session: Session,
-    packet: PublishPacket,
-    ackHere = false,
-  ): Promise<number> {
+  async #publish(client: Client, session: Session, packet: PublishPacket): Promise<void> {
     const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
     try {
       const result = await session.publish(packet.topic, payload);
@@ -323,7 +219,6 @@ export class MqttServer {
         // A provisioning session may use its one topic only (reference §6.4).
         if (session instanceof ProvisionSession) setImmediate(() => client.close());
       }
-      return SUCCESS;
     } catch (err) {
       const invalid = err instanceof ValidationError;
       const reason = (err as Error).message;
@@ -339,7 +234,6 @@ export class MqttServer {
         );
       }
       if (invalid && client.version === 5 && packet.qos === 1 && packet.messageId !== undefined) {
-        if (ackHere) return PAYLOAD_FORMAT_INVALID;
         // Aedes would answer 0x87; write the PUBACK here and tell Aedes to skip its own.
         mqttPacket.writeToStream(
           { cmd: 'puback', messageId: packet.messageId, reasonCode: PAYLOAD_FORMAT_INVALID },
@@ -347,7 +241,7 @@ export class MqttServer {
           { protocolVersion: 5 },
         );
         Object.assign(packet, { _notAuthorized: true });
-        return PAYLOAD_FORMAT_INVALID;
+        return;
       }
       throw err;
     }

@@ -1,0 +1,113 @@
+/**
+ * Benchmark of issue 5: 5,000 idle MQTT connections held by the gateway with its RSS ≤ 200 MB.
+ * Usage (the npm script raises `ulimit -n`):
+ *   npm run bench:mqtt-idle [-- --connections 5000 --hold 10]
+ *
+ * The gateway runs as the built bundle in its own process; one device per connection is created
+ * over REST (a device has one MQTT session at a time). This process opens the connections from
+ * 127.0.0.1 (mqtt.js, MQTT 3.1.1, keep-alive 60 s), `--parallel` CONNECTs at a time, holds them
+ * for `--hold` seconds and reads the gateway's VmRSS from /proc before and after.
+ */
+
+import { parseArgs } from 'node:util';
+import { connect, type MqttClient } from 'mqtt';
+import {
+  buildBundle,
+  createDevices,
+  loadAverage,
+  rssMiB,
+  startGatewayProcess,
+} from './mqtt-support.js';
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function open(port: number, token: string, i: number): Promise<MqttClient> {
+  return new Promise((resolve, reject) => {
+    const c = connect({
+      host: '127.0.0.1',
+      port,
+      protocolVersion: 4,
+      clientId: `idle-${i}`,
+      username: token,
+      clean: true,
+      keepalive: 60,
+      reconnectPeriod: 0,
+      connectTimeout: 30_000,
+    });
+    c.once('connect', () => resolve(c));
+    c.once('error', (err) => {
+      c.end(true);
+      reject(err);
+    });
+  });
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      connections: { type: 'string', default: '5000' },
+      hold: { type: 'string', default: '10' },
+      parallel: { type: 'string', default: '200' },
+      'no-build': { type: 'boolean', default: false },
+    },
+  });
+  const count = Number(values.connections);
+  const holdMs = Number(values.hold) * 1000;
+  const parallel = Number(values.parallel);
+  if (!values['no-build']) buildBundle();
+  console.log(`MQTT idle connections benchmark: ${count} connections held ${holdMs / 1000} s`);
+  console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
+
+  const gw = await startGatewayProcess();
+  const clients: MqttClient[] = [];
+  try {
+    const atStart = await rssMiB(gw.pid);
+    const t0 = Date.now();
+    const tokens = await createDevices(gw.baseUrl, 'bench-idle', count, 8);
+    console.log(
+      `  ${count} devices created over REST in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+    );
+    await sleep(2000);
+    const before = await rssMiB(gw.pid);
+
+    const t1 = Date.now();
+    let next = 0;
+    let failed = 0;
+    const opener = async () => {
+      while (next < count) {
+        const i = next++;
+        try {
+          clients.push(await open(gw.proc.ports.mqtt, tokens[i], i));
+        } catch {
+          failed++;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: parallel }, opener));
+    const connectS = (Date.now() - t1) / 1000;
+    console.log(
+      `  ${clients.length} connected (${failed} failed) in ${connectS.toFixed(1)} s (${parallel} CONNECTs at a time)`,
+    );
+    await sleep(holdMs);
+    const during = await rssMiB(gw.pid);
+    const open_ = clients.filter((c) => c.connected).length;
+
+    const f = (n: number) => n.toFixed(1);
+    console.log(`  gateway RSS: at start ${f(atStart)} MB, with ${count} devices ${f(before)} MB`);
+    console.log(
+      `  gateway RSS with ${open_} idle connections after ${holdMs / 1000} s: ${f(during)} MB` +
+        ` (+${f(during - before)} MB, ${f(((during - before) * 1024) / Math.max(1, open_))} KiB per connection)`,
+    );
+    const met = open_ === count && during <= 200;
+    console.log(`  target (${count} connections, RSS ≤ 200 MB): ${met ? 'met' : 'MISSED'}`);
+    console.log(`  load average after: ${loadAverage()}`);
+    if (!met) process.exitCode = 1;
+  } finally {
+    await Promise.all(clients.map((c) => c.endAsync(true).catch(() => undefined)));
+    await gw.close();
+  }
+}
+
+await main();

@@ -1,0 +1,518 @@
+/**
+ * Benchmark of issue 5: MQTT QoS 1 telemetry into the gateway, every message committed before its
+ * PUBACK (target: ≥ 20,000 msg/s, p99 ≤ 50 ms, and ≥ half the rate of Debian's mosquitto driven
+ * by the same load generator). Usage:
+ *   npm run bench:mqtt [-- --publishers 50 --inflight 16 --duration 10 --warmup 2 --procs 2]
+ *
+ * The gateway runs as the built bundle in its own process. The load generator runs in `--procs`
+ * child processes (mqtt.js clients, one per device); each keeps `--inflight` QoS 1 publishes of a
+ * 3-key telemetry JSON in flight on `v1/devices/me/telemetry` and records publish → PUBACK. After
+ * the run every stored point is counted in the SQLite file (read-only): it must equal
+ * 3 × acknowledged messages. Then the same generator drives mosquitto (no persistence).
+ */
+
+import { type ChildProcess, fork, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import { connect, type MqttClient } from 'mqtt';
+import {
+  buildBundle,
+  cpuSeconds,
+  createDevices,
+  Histogram,
+  loadAverage,
+  machineCpu,
+  profilerEnv,
+  startGatewayProcess,
+} from './mqtt-support.js';
+
+const TOPIC = 'v1/devices/me/telemetry';
+const KEYS_PER_MESSAGE = 3;
+const MOSQUITTO = '/usr/sbin/mosquitto';
+const DRAIN_TIMEOUT_MS = 30_000;
+
+interface GenParams {
+  readonly port: number;
+  readonly tokens: string[];
+  readonly inflight: number;
+  readonly warmupMs: number;
+  readonly durationMs: number;
+  /** Keep publishing after the window until the broker closes the connection (crash check). */
+  readonly untilClosed: boolean;
+}
+
+type GenMsg =
+  | { kind: 'ready' }
+  | {
+      kind: 'done';
+      acked: number;
+      sent: number;
+      inWindow: number;
+      errors: number;
+      unacked: number;
+      cpuSec: number;
+      hist: ReturnType<Histogram['toJSON']>;
+    }
+  | { kind: 'failed'; error: string };
+
+// ---------------------------------------------------------------------------------------------
+// Load generator (child process)
+
+async function runGenerator(p: GenParams): Promise<void> {
+  const send = (m: GenMsg) => process.send?.(m);
+  const clients: MqttClient[] = await Promise.all(
+    p.tokens.map(
+      (token, i) =>
+        new Promise<MqttClient>((resolve, reject) => {
+          const c = connect({
+            host: '127.0.0.1',
+            port: p.port,
+            protocolVersion: 4,
+            clientId: `bench-${process.pid}-${i}`,
+            username: token,
+            clean: true,
+            keepalive: 60,
+            reconnectPeriod: 0,
+            connectTimeout: 30_000,
+          });
+          c.once('connect', () => resolve(c));
+          c.once('error', reject);
+        }),
+    ),
+  );
+  send({ kind: 'ready' });
+  const [go] = (await once(process, 'message')) as [{ kind: 'go' }];
+  if (go.kind !== 'go') throw new Error('expected go');
+
+  const hist = new Histogram();
+  let acked = 0;
+  let sent = 0;
+  let inWindow = 0;
+  let errors = 0;
+  const t0 = performance.now();
+  const from = t0 + p.warmupMs;
+  const to = from + p.durationMs;
+  // Bounded: without a close, stop issuing 10 s after the window.
+  const stopIssuing = p.untilClosed ? to + 10_000 : to;
+  const cpu0 = process.cpuUsage();
+  let cpuAtFrom: NodeJS.CpuUsage | undefined;
+  let cpuAtTo: NodeJS.CpuUsage | undefined;
+  const base = Date.now() - 86_400_000;
+
+  await Promise.all(
+    clients.map(
+      (client) =>
+        new Promise<void>((resolve) => {
+          let inflight = 0;
+          let seq = 0;
+          let finished = false;
+          const finish = () => {
+            if (!finished) {
+              finished = true;
+              resolve();
+            }
+          };
+          client.on('close', finish);
+          const pump = () => {
+            while (inflight < p.inflight && client.connected && performance.now() < stopIssuing) {
+              // A unique ts per message: a repeated (device, key, ts) would be stored once.
+              const payload = `{"ts":${base + seq++},"values":{"temperature":${(20 + Math.random() * 5).toFixed(2)},"humidity":${seq % 100},"active":true}}`;
+              const start = performance.now();
+              inflight++;
+              sent++;
+              client.publish(TOPIC, payload, { qos: 1 }, (err) => {
+                const now = performance.now();
+                inflight--;
+                if (err) errors++;
+                else {
+                  acked++;
+                  if (now >= from && now < to) {
+                    if (!cpuAtFrom) cpuAtFrom = process.cpuUsage();
+                    inWindow++;
+                    hist.record(now - start);
+                  } else if (now >= to && !cpuAtTo) cpuAtTo = process.cpuUsage();
+                }
+                if (!err && client.connected && performance.now() < stopIssuing) pump();
+                else if (inflight === 0) finish();
+              });
+            }
+            if (inflight === 0) finish();
+          };
+          pump();
+        }),
+    ),
+  ).then(
+    () => undefined,
+    () => undefined,
+  );
+  // Bounded: clients that never got their PUBACKs are counted as unacked.
+  const unacked = await drain(clients, DRAIN_TIMEOUT_MS);
+  // A client whose connection is gone would never finish a graceful end.
+  await Promise.all(
+    clients.map((c) => (c.connected ? c.endAsync().catch(() => undefined) : c.end(true))),
+  );
+  const a = cpuAtFrom ?? cpu0;
+  const b = cpuAtTo ?? process.cpuUsage();
+  send({
+    kind: 'done',
+    acked,
+    sent,
+    inWindow,
+    errors,
+    unacked,
+    cpuSec: (b.user - a.user + b.system - a.system) / 1e6,
+    hist: hist.toJSON(),
+  });
+}
+
+/** Waits until no client has a QoS 1 publish outstanding; returns how many are left at timeout. */
+async function drain(clients: MqttClient[], timeoutMs: number): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  const outstanding = (connectedOnly: boolean) =>
+    clients.reduce(
+      (n, c) =>
+        connectedOnly && !c.connected
+          ? n
+          : n + Object.keys(c.outgoing as Record<number, unknown>).length,
+      0,
+    );
+  while (outstanding(true) > 0 && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 20));
+  return outstanding(false);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driver
+
+interface RunResult {
+  readonly label: string;
+  readonly rate: number;
+  readonly hist: Histogram;
+  readonly acked: number;
+  readonly sent: number;
+  readonly errors: number;
+  readonly unacked: number;
+  readonly genCpuSec: number;
+  readonly serverCpuSec: number;
+  readonly otherCpuSec: number;
+}
+
+async function drive(
+  label: string,
+  serverPid: number,
+  port: number,
+  tokens: string[],
+  opts: { procs: number; inflight: number; warmupMs: number; durationMs: number },
+  /** Called at the end of the window while messages are in flight; the generator runs on until its connections close. */
+  atWindowEnd?: () => Promise<void>,
+): Promise<RunResult> {
+  const slices: string[][] = Array.from({ length: opts.procs }, () => []);
+  for (const [i, t] of tokens.entries()) slices[i % opts.procs].push(t);
+  const children: ChildProcess[] = [];
+  const results: Array<Promise<Extract<GenMsg, { kind: 'done' }>>> = [];
+  const readies: Array<Promise<void>> = [];
+  for (const slice of slices.filter((s) => s.length > 0)) {
+    const params: GenParams = {
+      port,
+      tokens: slice,
+      inflight: opts.inflight,
+      warmupMs: opts.warmupMs,
+      durationMs: opts.durationMs,
+      untilClosed: atWindowEnd !== undefined,
+    };
+    const child = fork(fileURLToPath(import.meta.url), ['--gen'], {
+      env: { ...process.env, BENCH_GEN: JSON.stringify(params) },
+      execArgv: ['--import', 'tsx'],
+    });
+    children.push(child);
+    const messages = (kind: GenMsg['kind']) =>
+      new Promise<GenMsg>((resolve, reject) => {
+        child.on('message', (m: GenMsg) => {
+          if (m.kind === kind) resolve(m);
+          else if (m.kind === 'failed') reject(new Error(`generator failed: ${m.error}`));
+        });
+        child.once('exit', (code) => reject(new Error(`generator exited with ${code}`)));
+      });
+    readies.push(messages('ready').then(() => undefined));
+    results.push(messages('done') as Promise<Extract<GenMsg, { kind: 'done' }>>);
+  }
+  const kill = setTimeout(
+    () => {
+      for (const c of children) c.kill('SIGKILL');
+    },
+    opts.warmupMs + opts.durationMs + DRAIN_TIMEOUT_MS + 60_000,
+  );
+  try {
+    await Promise.all(readies);
+    for (const c of children) c.send({ kind: 'go' });
+    // Server and machine CPU over the measured window (sampled from here, not from the children).
+    await sleep(opts.warmupMs);
+    const srv0 = await cpuSeconds(serverPid);
+    const m0 = machineCpu();
+    await sleep(opts.durationMs);
+    const srv1 = await cpuSeconds(serverPid);
+    const m1 = machineCpu();
+    await atWindowEnd?.();
+    const done = await Promise.all(results);
+    const hist = new Histogram();
+    let acked = 0;
+    let sent = 0;
+    let errors = 0;
+    let unacked = 0;
+    let inWindow = 0;
+    let genCpuSec = 0;
+    for (const d of done) {
+      hist.merge(d.hist);
+      acked += d.acked;
+      sent += d.sent;
+      errors += d.errors;
+      unacked += d.unacked;
+      inWindow += d.inWindow;
+      genCpuSec += d.cpuSec;
+    }
+    const serverCpuSec = srv1 - srv0;
+    return {
+      label,
+      rate: inWindow / (opts.durationMs / 1000),
+      hist,
+      acked,
+      sent,
+      errors,
+      unacked,
+      genCpuSec,
+      serverCpuSec,
+      otherCpuSec: Math.max(0, m1.busy - m0.busy - serverCpuSec - genCpuSec),
+    };
+  } finally {
+    clearTimeout(kill);
+    await Promise.all(
+      children.map(async (c) => {
+        if (c.exitCode === null && c.signalCode === null) {
+          const exited = once(c, 'exit');
+          c.kill('SIGTERM');
+          await exited;
+        }
+      }),
+    );
+  }
+}
+
+function report(r: RunResult, durationS: number): void {
+  const f1 = (n: number) => n.toFixed(1);
+  console.log(
+    `  ${r.label}: ${Math.round(r.rate).toLocaleString('en-US')} msg/s` +
+      `  latency p50 ${r.hist.quantile(0.5).toFixed(2)} ms, p99 ${r.hist.quantile(0.99).toFixed(2)} ms, max ${r.hist.max.toFixed(1)} ms`,
+  );
+  console.log(
+    `    messages: ${r.sent} sent, ${r.acked} acked, ${r.errors} errors, ${r.unacked} unacked at the end`,
+  );
+  console.log(
+    `    cpu in window: server ${f1((100 * r.serverCpuSec) / durationS)}%, generator ${f1((100 * r.genCpuSec) / durationS)}%, other processes ${f1((100 * r.otherCpuSec) / durationS)}% (200% = both cores)`,
+  );
+}
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+/** Starts mosquitto on a free loopback port, anonymous, no persistence; undefined if missing. */
+async function startMosquitto(): Promise<
+  { port: number; pid: number; stop(): Promise<void> } | undefined
+> {
+  if (!existsSync(MOSQUITTO)) return undefined;
+  const dir = await mkdtemp(join(tmpdir(), 'edge-bench-mosquitto-'));
+  const port = await freePort();
+  const conf = join(dir, 'mosquitto.conf');
+  await writeFile(
+    conf,
+    [
+      `listener ${port} 127.0.0.1`,
+      'allow_anonymous true',
+      'persistence false',
+      'log_dest stderr',
+      'log_type error',
+      'max_connections -1',
+      '',
+    ].join('\n'),
+  );
+  const child = spawn(MOSQUITTO, ['-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      await exited;
+    }
+    await rm(dir, { recursive: true, force: true });
+  };
+  // Ready when the port accepts a connection (bounded).
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    if (child.exitCode !== null) {
+      await stop();
+      throw new Error(`mosquitto exited with ${child.exitCode}: ${stderr}`);
+    }
+    const ok = await new Promise<boolean>((resolve) => {
+      const c = connect({ host: '127.0.0.1', port, reconnectPeriod: 0, connectTimeout: 500 });
+      c.once('connect', () => {
+        c.end(true);
+        resolve(true);
+      });
+      c.once('error', () => {
+        c.end(true);
+        resolve(false);
+      });
+    });
+    if (ok) break;
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`mosquitto did not listen on ${port}: ${stderr}`);
+    }
+    await sleep(100);
+  }
+  return { port, pid: child.pid ?? 0, stop };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Stored points, counted in the gateway's SQLite file opened read-only. */
+function storedPoints(dataDir: string): number {
+  const db = new Database(join(dataDir, 'edge-gateway.db'), {
+    readonly: true,
+    fileMustExist: true,
+  });
+  try {
+    return (db.prepare('SELECT count(*) AS n FROM ts_kv').get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      gen: { type: 'boolean', default: false },
+      publishers: { type: 'string', default: '50' },
+      inflight: { type: 'string', default: '16' },
+      duration: { type: 'string', default: '10' },
+      warmup: { type: 'string', default: '2' },
+      procs: { type: 'string', default: '2' },
+      'no-build': { type: 'boolean', default: false },
+      'no-mosquitto': { type: 'boolean', default: false },
+      /** Extra `serve` flags for the gateway, e.g. `--gateway-args="--telemetry-batch-wait-ms 0"`. */
+      'gateway-args': { type: 'string', default: '' },
+      /** Writes a V8 CPU profile of the gateway process into this directory. */
+      'cpu-prof': { type: 'string' },
+    },
+  });
+  if (values.gen) {
+    try {
+      await runGenerator(JSON.parse(process.env.BENCH_GEN ?? '{}') as GenParams);
+    } catch (err) {
+      process.send?.({ kind: 'failed', error: String(err) } as GenMsg);
+      process.exitCode = 1;
+    }
+    return;
+  }
+  const publishers = Number(values.publishers);
+  const opts = {
+    procs: Number(values.procs),
+    inflight: Number(values.inflight),
+    warmupMs: Number(values.warmup) * 1000,
+    durationMs: Number(values.duration) * 1000,
+  };
+  const durationS = opts.durationMs / 1000;
+  if (!values['no-build']) buildBundle();
+
+  console.log(
+    `MQTT QoS 1 telemetry benchmark: ${publishers} publishers × ${opts.inflight} in flight, ` +
+      `${opts.warmupMs / 1000} s warm-up + ${durationS} s measured, generator in ${opts.procs} child process(es)`,
+  );
+  console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
+
+  const extra = values['gateway-args'].split(' ').filter((a) => a !== '');
+  if (extra.length > 0) console.log(`  gateway flags: ${extra.join(' ')}`);
+  const profDir = values['cpu-prof'];
+  const gw = await startGatewayProcess(
+    ['--telemetry-max-points', String(1e9), ...extra],
+    profDir ? await profilerEnv(profDir) : {},
+  );
+  let gatewayResult: RunResult;
+  let verified = false;
+  try {
+    const tokens = await createDevices(gw.baseUrl, 'bench-mqtt', publishers);
+    // SIGKILL at the end of the window, with 800 messages in flight: a clean stop would commit
+    // queued points, a kill keeps only what was committed (`normal` durability survives a crash).
+    // Every PUBACK received must then have its 3 points in the file.
+    gatewayResult = await drive('gateway', gw.pid, gw.proc.ports.mqtt, tokens, opts, async () => {
+      if (profDir) {
+        process.kill(gw.pid, 'SIGUSR2');
+        await sleep(2000);
+        console.log(`  cpu profile: ${join(profDir, 'gateway.cpuprofile')}`);
+      }
+      await gw.crash();
+    });
+    report(gatewayResult, durationS);
+    const points = storedPoints(gw.dataDir);
+    const acked = KEYS_PER_MESSAGE * gatewayResult.acked;
+    const sent = KEYS_PER_MESSAGE * gatewayResult.sent;
+    // Messages in flight at the kill may be stored without their PUBACK: acked ≤ stored ≤ sent.
+    verified = points >= acked && points <= sent;
+    console.log(
+      `    killed with ${gatewayResult.unacked} messages in flight; stored points ${points}, ` +
+        `3 × acked = ${acked}, 3 × sent = ${sent} → ` +
+        (verified
+          ? `OK: every acknowledged message is stored (${(points - acked) / KEYS_PER_MESSAGE} unacked ones too)`
+          : 'MISMATCH: acknowledged points missing'),
+    );
+  } finally {
+    await gw.close();
+  }
+
+  const mosq = values['no-mosquitto'] ? undefined : await startMosquitto();
+  if (!mosq) {
+    console.log(
+      values['no-mosquitto']
+        ? '  mosquitto: skipped (--no-mosquitto)'
+        : `  mosquitto: not found at ${MOSQUITTO} (apt-get install -y mosquitto); comparison skipped`,
+    );
+  } else {
+    try {
+      const tokens = Array.from({ length: publishers }, (_, i) => `bench-mqtt-${i}`);
+      const r = await drive('mosquitto', mosq.pid, mosq.port, tokens, opts);
+      report(r, durationS);
+      console.log(
+        `  ratio gateway / mosquitto: ${(gatewayResult.rate / r.rate).toFixed(2)} (target ≥ 0.50)`,
+      );
+    } finally {
+      await mosq.stop();
+    }
+  }
+  const p99 = gatewayResult.hist.quantile(0.99);
+  console.log(
+    `  targets: rate ≥ 20,000 msg/s ${gatewayResult.rate >= 20_000 ? 'met' : 'MISSED'}; ` +
+      `p99 ≤ 50 ms ${p99 <= 50 ? 'met' : 'MISSED'}; commit before PUBACK ${verified ? 'verified' : 'NOT verified'}`,
+  );
+  console.log(`  load average after: ${loadAverage()}`);
+  if (!verified) process.exitCode = 1;
+}
+
+await main();
