@@ -29,6 +29,7 @@ export interface Config {
     readonly maxPointsPerDevice: number;
     readonly ttlDays: number;
     readonly batchMaxWaitMs: number;
+    readonly batchLingerMs: number;
     readonly batchMaxPoints: number;
   };
   readonly auth: {
@@ -215,7 +216,17 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 0,
     max: 10_000,
     default: 20,
-    help: 'Group commit: longest a point waits for its batch',
+    help: 'Group commit: the longest a point may wait for its commit',
+  },
+  {
+    path: 'telemetry.batchLingerMs',
+    flag: '--telemetry-batch-linger-ms',
+    env: 'EDGE_TELEMETRY_BATCH_LINGER_MS',
+    type: 'int',
+    min: 0,
+    max: 10_000,
+    default: 0,
+    help: 'Group commit: how long a batch waits for more points (0 = commit at the next event-loop turn; capped by the wait above). Raise it to write fewer, larger batches to an SD card',
   },
   {
     path: 'telemetry.batchMaxPoints',

@@ -41,7 +41,7 @@ function storedPoints(dataDir: string): number {
 
 async function main(): Promise<void> {
   buildBundle();
-  const gw = await startGatewayProcess(['--log-level', 'warn']);
+  const gw = await startGatewayProcess();
   try {
     const tokens = await createDevices(gw.baseUrl, 'http-bench', connections);
     const rssBefore = await rssMiB(gw.pid);
@@ -93,14 +93,16 @@ async function main(): Promise<void> {
     console.log(
       `  2xx: ${ok}  non-2xx: ${result.non2xx}  errors: ${result.errors}  timeouts: ${result.timeouts}`,
     );
+    // Requests in flight when autocannon stops may be committed without being counted.
+    const stored = points >= 3 * ok && points <= 3 * (ok + connections);
     console.log(
-      `  stored points: ${points}, 3 × 2xx = ${3 * ok} → ${points === 3 * ok ? 'OK: every acknowledged request is stored' : 'MISMATCH'}`,
+      `  stored points: ${points}, 3 × 2xx = ${3 * ok} (+ at most ${3 * connections} in flight at the end) → ${stored ? 'OK: every acknowledged request is stored' : 'MISMATCH'}`,
     );
     console.log(
       `  gateway RSS:  ${rssBefore.toFixed(1)} MiB before, ${rssAfter.toFixed(1)} MiB after`,
     );
     console.log(`  load average: ${loadAverage()}`);
-    if (points !== 3 * ok) process.exitCode = 1;
+    if (!stored) process.exitCode = 1;
   } finally {
     await gw.close();
   }

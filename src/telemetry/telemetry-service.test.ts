@@ -41,6 +41,7 @@ async function fixture(cfg: Partial<Config['telemetry']> = {}): Promise<Fixture>
     maxPointsPerDevice: 0,
     ttlDays: 0,
     batchMaxWaitMs: 5,
+    batchLingerMs: 0,
     batchMaxPoints: 20_000,
     ...cfg,
   };
@@ -131,6 +132,32 @@ describe('ingest and group commit', () => {
       [1, 2],
     );
     f.bus.removeOwner('test');
+  });
+
+  it('commits at the next event-loop turn by default, and lingers only when asked, up to the max wait', async () => {
+    const immediate = () => new Promise((r) => setImmediate(r));
+    const g = await fixture({ batchMaxWaitMs: 10_000, batchLingerMs: 0 });
+    const h = await fixture({ batchMaxWaitMs: 10_000, batchLingerMs: 60 });
+    const k = await fixture({ batchMaxWaitMs: 20, batchLingerMs: 5_000 });
+    try {
+      const started = Date.now();
+      const fast = g.telemetry.ingest(g.device('next-turn'), '{"a":1}');
+      await immediate();
+      await immediate();
+      assert.equal(count(g.db), 1, 'committed at the next turn, not after the 10 s max wait');
+      await fast;
+      const lingering = h.telemetry.ingest(h.device('linger'), '{"a":1}');
+      await immediate();
+      await immediate();
+      assert.equal(count(h.db), 0, 'a lingering batch waits');
+      await lingering;
+      assert.ok(Date.now() - started >= 55, 'committed after its linger time');
+      const capped = Date.now();
+      await k.telemetry.ingest(k.device('capped'), '{"a":1}');
+      assert.ok(Date.now() - capped < 2_000, 'the max wait caps the linger time');
+    } finally {
+      await Promise.all([g.close(), h.close(), k.close()]);
+    }
   });
 
   it('commits at the batch size without waiting for the timer', async () => {

@@ -74,6 +74,7 @@ export class TelemetryService {
       store,
       log,
       maxWaitMs: config.batchMaxWaitMs,
+      lingerMs: config.batchLingerMs,
       maxBatchPoints: config.batchMaxPoints,
       onCommit: (items) => {
         this.#emit(items);

@@ -13,6 +13,12 @@ export interface TelemetryWriterDeps {
   readonly log: Logger;
   /** Longest a point waits for its batch (0 = next turn of the event loop). */
   readonly maxWaitMs: number;
+  /**
+   * How long a batch lingers for more points before its commit, capped by `maxWaitMs`. 0 (the
+   * default) commits at the next turn of the event loop: under load a batch is whatever arrived
+   * while the previous commit ran, so batches grow with the load and latency stays low.
+   */
+  readonly lingerMs?: number;
   /** A batch is committed as soon as it holds this many points. */
   readonly maxBatchPoints: number;
   /** Called after each commit with the committed items, in arrival order. */
@@ -79,8 +85,9 @@ export class TelemetryWriter {
 
   #schedule(): void {
     if (this.#timer || this.#immediate) return;
-    if (this.#deps.maxWaitMs <= 0) this.#scheduleNow();
-    else this.#timer = setTimeout(() => this.#onTimer(), this.#deps.maxWaitMs);
+    const delay = Math.min(this.#deps.lingerMs ?? 0, this.#deps.maxWaitMs);
+    if (delay <= 0) this.#scheduleNow();
+    else this.#timer = setTimeout(() => this.#onTimer(), delay);
   }
 
   #scheduleNow(): void {
