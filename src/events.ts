@@ -28,6 +28,8 @@ export interface GatewayEvents {
   'device.credentials': { deviceId: string };
   /** A device profile was created or updated (provisioning settings, OTA assignment, ...). */
   'deviceProfile.updated': { profileId: string };
+  /** A device profile was deleted (never the default one, never one that devices use). */
+  'deviceProfile.deleted': { profileId: string };
   /** One event per device per committed batch. */
   telemetry: { deviceId: string; points: readonly TelemetryPoint[] };
   'telemetry.deleted': { deviceId: string; keys: readonly string[] };

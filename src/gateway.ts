@@ -4,9 +4,12 @@ import { fileURLToPath } from 'node:url';
 import type { Hono } from 'hono';
 import type { DestinationStream } from 'pino';
 import { AttributeService } from './attributes/attribute-service.js';
+import { AuditService } from './audit/audit-service.js';
 import { AuthService } from './auth/auth-service.js';
 import { ClaimService } from './claims/claim-service.js';
 import type { Config, Secrets } from './config.js';
+import { CustomerService } from './customers/customer-service.js';
+import { DashboardService } from './dashboards/dashboard-service.js';
 import { MIGRATIONS } from './db/migrations/index.js';
 import { migrate } from './db/migrator.js';
 import { type Db, openDb } from './db/open.js';
@@ -25,7 +28,10 @@ import { TenantService } from './tenant/tenant-service.js';
 import { CoapServer } from './transports/coap/coap-server.js';
 import { createHttpApp } from './transports/http/app.js';
 import { attributeRoutes } from './transports/http/attribute-routes.js';
+import { auditRoutes } from './transports/http/audit-routes.js';
 import type { HttpEnv } from './transports/http/context.js';
+import { customerRoutes } from './transports/http/customer-routes.js';
+import { DASHBOARD_SAVE_ROUTE, dashboardRoutes } from './transports/http/dashboard-routes.js';
 import { deviceAttributeRoutes } from './transports/http/device-api/attributes.js';
 import { claimApi } from './transports/http/device-api/claim.js';
 import { deviceAuth } from './transports/http/device-api/device-auth.js';
@@ -36,9 +42,11 @@ import { deviceTelemetryRoutes } from './transports/http/device-api/telemetry.js
 import { deviceProfileRoutes } from './transports/http/device-profile-routes.js';
 import { HttpServer } from './transports/http/http-server.js';
 import { requireUser } from './transports/http/middleware.js';
+import { noauthRoutes } from './transports/http/noauth-routes.js';
 import { OTA_UPLOAD_ROUTE, otaRoutes } from './transports/http/ota-routes.js';
 import { rpcRoutes } from './transports/http/rpc-routes.js';
 import { telemetryRoutes } from './transports/http/telemetry-routes.js';
+import { userRoutes } from './transports/http/user-routes.js';
 import { MqttServer } from './transports/mqtt/mqtt-server.js';
 import { UserService } from './users/user-service.js';
 import { VERSION } from './version.js';
@@ -158,7 +166,7 @@ export class Gateway implements AsyncDisposable {
         profiles: s.profiles,
         uiDir,
         apiRoutes: apiRoutes(s, config),
-        bodyLimitExempt: [OTA_UPLOAD_ROUTE],
+        bodyLimitExempt: [OTA_UPLOAD_ROUTE, DASHBOARD_SAVE_ROUTE],
       });
       this.#http = new HttpServer({ app, host, port: config.http.port, log: this.loggers.http });
       await this.#http.start();
@@ -254,6 +262,8 @@ export class Gateway implements AsyncDisposable {
 
 export interface Services {
   readonly tenants: TenantService;
+  readonly audit: AuditService;
+  readonly customers: CustomerService;
   readonly users: UserService;
   readonly auth: AuthService;
   readonly profiles: DeviceProfileService;
@@ -266,6 +276,7 @@ export interface Services {
   readonly ota: OtaService;
   readonly telemetry: TelemetryService;
   readonly activity: ActivityService;
+  readonly dashboards: DashboardService;
 }
 
 async function buildServices(
@@ -277,19 +288,25 @@ async function buildServices(
 ): Promise<Services> {
   const tenants = new TenantService({ db });
   tenants.init();
+  const audit = new AuditService({ db, tenants, log: loggers.auth });
+  const customers = new CustomerService({ db, tenants, audit });
   const users = new UserService({
     db,
     tenants,
     secrets,
     dataDir: config.dataDir,
     log: loggers.auth,
+    audit,
+    customers,
   });
   await users.bootstrapAdmin();
-  const auth = new AuthService({ config, users, log: loggers.auth });
+  const auth = new AuthService({ config, users, log: loggers.auth, audit });
   auth.init();
   // OTA checks `firmwareId`/`softwareId` for profiles and devices, which it depends on itself.
   const otaCheck = (...args: Parameters<OtaService['check']>) => ota.check(...args);
-  const profiles = new DeviceProfileService({ db, tenants, bus, otaCheck });
+  // A deleted profile takes its OTA packages with it (ThingsBoard's cascading foreign key).
+  const otaRemove = (profileId: string) => ota.deleteOfProfile(profileId);
+  const profiles = new DeviceProfileService({ db, tenants, bus, otaCheck, otaRemove });
   profiles.init();
   const devices = new DeviceService({ db, tenants, profiles, bus, otaCheck });
   const telemetry = new TelemetryService({
@@ -331,8 +348,11 @@ async function buildServices(
     checkIntervalMs: config.activity.checkIntervalSec * 1000,
   });
   activity.start();
+  const dashboards = new DashboardService({ db, tenants, log: loggers.dashboards });
   return {
     tenants,
+    audit,
+    customers,
     users,
     auth,
     profiles,
@@ -345,6 +365,7 @@ async function buildServices(
     ota,
     telemetry,
     activity,
+    dashboards,
   };
 }
 
@@ -375,6 +396,7 @@ function apiRoutes(s: Services, config: Config): Array<{ path: string; app: Hono
     { path: '/api/v1', app: claimApi({ deviceAuth: device, claims: s.claims }) },
     { path: '/api/v1', app: firmwareApi({ deviceAuth: device, ota: s.ota }) },
     { path: '/api', app: deviceProfileRoutes({ profiles: s.profiles, requireUser: user }) },
+    { path: '/api', app: dashboardRoutes({ dashboards: s.dashboards, requireUser: user }) },
     {
       path: '/api',
       app: otaRoutes({ ota: s.ota, requireUser: user, maxBytes: config.ota.maxBytes }),
@@ -397,6 +419,11 @@ function apiRoutes(s: Services, config: Config): Array<{ path: string; app: Hono
       app: telemetryRoutes({ telemetry: s.telemetry, requireUser: user }),
     },
     { path: '/api/rpc', app: rpcRoutes({ rpc: s.rpc, requireUser: user }) },
+    { path: '/api', app: customerRoutes({ customers: s.customers, requireUser: user }) },
+    { path: '/api', app: userRoutes({ users: s.users, requireUser: user }) },
+    { path: '/api', app: auditRoutes({ audit: s.audit, requireUser: user }) },
+    // `/api/noauth/*` and the password pages under `/login/`.
+    { path: '/', app: noauthRoutes({ users: s.users, auth: s.auth }) },
   ];
 }
 

@@ -3,6 +3,8 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import type { Logger } from 'pino';
+import type { AuditService } from '../audit/audit-service.js';
+import { entityId } from '../common/entity.js';
 import type { Config } from '../config.js';
 import { AuthenticationError, TooManyRequestsError, ValidationError } from '../errors.js';
 import type { UserService } from '../users/user-service.js';
@@ -31,6 +33,7 @@ export interface AuthServiceDeps {
   readonly config: Config;
   readonly users: UserService;
   readonly log: Logger;
+  readonly audit: AuditService;
 }
 
 export class AuthService {
@@ -66,6 +69,11 @@ export class AuthService {
     const retry = this.#throttle.retryAfterSec(address);
     if (retry > 0) {
       this.deps.log.warn({ address }, 'login throttled');
+      this.#auditLogin(
+        typeof username === 'string' ? username : '',
+        undefined,
+        'Too many failed login attempts',
+      );
       throw new TooManyRequestsError('Too many failed login attempts; try again later', retry);
     }
     if (typeof username !== 'string' || typeof password !== 'string' || !username || !password) {
@@ -75,15 +83,50 @@ export class AuthService {
     if (!row) {
       this.#throttle.recordFailure(address);
       this.deps.log.info({ address, username }, 'login failed');
+      this.#auditLogin(
+        username,
+        this.deps.users.findIdByEmail(username),
+        'Invalid username or password',
+      );
       throw new AuthenticationError('Invalid username or password');
     }
     if (!row.enabled) {
       this.#throttle.recordFailure(address);
+      this.#auditLogin(username, row, 'User account is not active');
       throw new AuthenticationError('User account is not active');
     }
     this.#throttle.recordSuccess(address);
     this.deps.log.info({ userId: row.id }, 'login');
+    this.#auditLogin(username, row);
     return this.issue(row);
+  }
+
+  /** JWTs are stateless: logout is only recorded (ThingsBoard does the same). */
+  logout(principal: Principal): void {
+    this.deps.audit.record({
+      actionType: 'LOGOUT',
+      entityId: entityId('USER', principal.userId),
+      entityName: principal.email,
+      user: { id: principal.userId, name: principal.email, customerId: principal.customerId },
+    });
+  }
+
+  /** A LOGIN audit record; `failure` set means it failed. Never the password. */
+  #auditLogin(
+    username: string,
+    row: Pick<UserRow, 'id' | 'customer_id'> | undefined,
+    failure?: string,
+  ): void {
+    // A username is whatever the client sent: keep a bounded prefix.
+    const name = username.slice(0, 255);
+    this.deps.audit.record({
+      actionType: 'LOGIN',
+      entityId: row ? entityId('USER', row.id) : null,
+      entityName: name,
+      user: { id: row?.id ?? null, name, customerId: row?.customer_id ?? null },
+      status: failure ? 'FAILURE' : 'SUCCESS',
+      failureDetails: failure ?? null,
+    });
   }
 
   async refresh(refreshToken: unknown): Promise<JwtPair> {

@@ -9,7 +9,8 @@ export type EntityType =
   | 'DEVICE'
   | 'DEVICE_PROFILE'
   | 'DASHBOARD'
-  | 'OTA_PACKAGE';
+  | 'OTA_PACKAGE'
+  | 'AUDIT_LOG';
 
 export interface EntityId<T extends EntityType = EntityType> {
   readonly entityType: T;

@@ -11,3 +11,20 @@ export function validate<T extends z.ZodType>(schema: T, input: unknown, what: s
   });
   throw new ValidationError(`Invalid ${what}: ${problems.join('; ')}`);
 }
+
+/**
+ * True when `value` nests objects and arrays deeper than `max` levels (top level = 1). Walks
+ * without recursion, so that a hostile document cannot exhaust the stack before it is refused.
+ */
+export function exceedsJsonDepth(value: unknown, max: number): boolean {
+  const stack: Array<{ v: unknown; depth: number }> = [{ v: value, depth: 1 }];
+  for (let item = stack.pop(); item; item = stack.pop()) {
+    const { v, depth } = item;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (child !== null && typeof child === 'object') stack.push({ v: child, depth: depth + 1 });
+    }
+  }
+  return false;
+}

@@ -8,11 +8,12 @@ import {
   type PageQuery,
   pageData,
 } from '../common/entity.js';
-import { validate } from '../common/validate.js';
+import { exceedsJsonDepth, validate } from '../common/validate.js';
 import type { Db } from '../db/open.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { TenantService } from '../tenant/tenant-service.js';
+import { type DeviceProfileAlarm, deviceProfileAlarmsSchema } from './alarm-rule-schema.js';
 
 export const DEFAULT_PROFILE_NAME = 'Default';
 
@@ -31,6 +32,33 @@ export type OtaPackageType = 'FIRMWARE' | 'SOFTWARE';
  * domain supplies it; devices do not import the OTA domain.
  */
 export type OtaPackageCheck = (type: OtaPackageType, packageId: string, profileId: string) => void;
+
+/**
+ * Deletes the OTA packages that belong to a profile being deleted. ThingsBoard's
+ * `ota_package.device_profile_id` foreign key is `ON DELETE CASCADE`; ours (migration 004) is
+ * not, so the OTA domain removes them first, inside the same transaction.
+ */
+export type OtaPackagesRemover = (profileId: string) => void;
+
+/** ThingsBoard's DeviceProfileInfo (platform.md §3.5): what customer users may read. */
+export interface DeviceProfileInfo {
+  readonly id: EntityId<'DEVICE_PROFILE'>;
+  readonly tenantId: EntityId<'TENANT'>;
+  readonly name: string;
+  readonly image: null;
+  readonly defaultDashboardId: null;
+  readonly type: string;
+  readonly transportType: string;
+}
+
+/** ThingsBoard's EntityInfo, the items of `GET /api/deviceProfile/names`. */
+export interface EntityInfo {
+  readonly id: EntityId<'DEVICE_PROFILE'>;
+  readonly name: string;
+}
+
+/** Nesting limit of a profile body, checked before the schema walks it. */
+const MAX_PROFILE_DEPTH = 32;
 
 export const PROFILE_SORT = [
   'createdTime',
@@ -96,6 +124,8 @@ export interface DeviceProfile {
       readonly type: ProvisionType;
       readonly provisionDeviceSecret: string | null;
     };
+    /** Alarm rules (platform.md §1), validated on save by alarm-rule-schema.ts. */
+    readonly alarms?: readonly DeviceProfileAlarm[] | null;
     readonly [key: string]: unknown;
   };
 }
@@ -134,6 +164,7 @@ const profileBody = z
           .passthrough()
           .nullable()
           .optional(),
+        alarms: deviceProfileAlarmsSchema.optional(),
       })
       .passthrough()
       .nullable()
@@ -148,9 +179,14 @@ export interface DeviceProfileServiceDeps {
   readonly bus?: EventBus;
   /** Validates `firmwareId`/`softwareId` on save; without it those fields are refused. */
   readonly otaCheck?: OtaPackageCheck;
+  /** Deletes a deleted profile's OTA packages; without it a profile with packages cannot be deleted. */
+  readonly otaRemove?: OtaPackagesRemover;
 }
 
-/** Device profiles: the Default profile, ThingsBoard's create/update and list, provisioning keys. */
+/**
+ * Device profiles: the default profile, ThingsBoard's create/update/delete, lists and infos,
+ * provisioning keys and alarm rules (validated by alarm-rule-schema.ts).
+ */
 export class DeviceProfileService {
   readonly #byId;
   readonly #byName;
@@ -158,6 +194,12 @@ export class DeviceProfileService {
   readonly #default;
   readonly #insert;
   readonly #update;
+  readonly #delete;
+  readonly #deviceCount;
+  readonly #clearDefault;
+  readonly #makeDefault;
+  readonly #names;
+  readonly #activeNames;
   #setOta: Statement<[string | null, string | null, string]> | undefined;
 
   constructor(private readonly deps: DeviceProfileServiceDeps) {
@@ -181,6 +223,24 @@ export class DeviceProfileService {
          provision_device_key = @provision_device_key,
          provision_device_secret = @provision_device_secret, profile_data = @profile_data
        WHERE id = @id`,
+    );
+    this.#delete = db.prepare<[string]>('DELETE FROM device_profile WHERE id = ?');
+    this.#deviceCount = db.prepare<[string], { n: number }>(
+      'SELECT count(*) AS n FROM device WHERE device_profile_id = ?',
+    );
+    this.#clearDefault = db.prepare(
+      'UPDATE device_profile SET is_default = 0 WHERE is_default = 1',
+    );
+    this.#makeDefault = db.prepare<[string]>(
+      'UPDATE device_profile SET is_default = 1 WHERE id = ?',
+    );
+    this.#names = db.prepare<[], { id: string; name: string }>(
+      'SELECT id, name FROM device_profile ORDER BY name, id',
+    );
+    this.#activeNames = db.prepare<[], { id: string; name: string }>(
+      `SELECT p.id, p.name FROM device_profile p
+       WHERE EXISTS (SELECT 1 FROM device d WHERE d.device_profile_id = p.id)
+       ORDER BY p.name, p.id`,
     );
   }
 
@@ -218,6 +278,10 @@ export class DeviceProfileService {
    * needs a key and a secret; keys and names are unique.
    */
   save(body: unknown): DeviceProfile {
+    if (exceedsJsonDepth(body, MAX_PROFILE_DEPTH))
+      throw new ValidationError(
+        `Invalid device profile: nested deeper than ${MAX_PROFILE_DEPTH} levels`,
+      );
     const input = validate(profileBody, body, 'device profile');
     const pc = input.profileData?.provisionConfiguration ?? undefined;
     const problems: string[] = [];
@@ -340,13 +404,106 @@ export class DeviceProfileService {
     return (type === 'FIRMWARE' ? row.firmware_id : row.software_id) ?? null;
   }
 
+  /** The profile's info (platform.md §3.5), the shape customer users may read. */
+  info(id: string): DeviceProfileInfo {
+    return toInfo(this.get(id));
+  }
+
+  defaultInfo(): DeviceProfileInfo {
+    return toInfo(this.getDefault());
+  }
+
+  /**
+   * ThingsBoard's `DELETE /api/deviceProfile/{id}`: refused (400) for the default profile and
+   * for a profile that devices use, with ThingsBoard's messages. The profile's OTA packages are
+   * deleted with it, as ThingsBoard's cascading foreign key does.
+   */
+  delete(id: string): void {
+    const row = this.#byId.get(id);
+    if (!row) throw new NotFoundError(`Device profile with id [${id}] is not found`);
+    if (row.is_default === 1)
+      throw new ValidationError('Deletion of Default Device Profile is prohibited!');
+    if ((this.#deviceCount.get(id)?.n ?? 0) > 0)
+      throw new ValidationError('The device profile referenced by the devices cannot be deleted!');
+    const { db } = this.deps;
+    try {
+      db.transaction(() => {
+        // The profile points at its own packages: drop that reference before deleting them.
+        if (row.firmware_id || row.software_id) {
+          this.#setOta ??= db.prepare(
+            'UPDATE device_profile SET firmware_id = ?, software_id = ? WHERE id = ?',
+          );
+          this.#setOta.run(null, null, id);
+        }
+        this.deps.otaRemove?.(id);
+        this.#delete.run(id);
+      })();
+    } catch (err) {
+      if ((err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_FOREIGNKEY') {
+        throw new ValidationError(
+          'The device profile is still referenced by other entities and cannot be deleted!',
+          { cause: err },
+        );
+      }
+      throw err;
+    }
+    this.deps.bus?.emit('deviceProfile.deleted', { profileId: id });
+  }
+
+  /** ThingsBoard's `POST /api/deviceProfile/{id}/default`: the profile new devices get. */
+  setDefault(id: string): DeviceProfile {
+    const row = this.#byId.get(id);
+    if (!row) throw new NotFoundError(`Device profile with id [${id}] is not found`);
+    if (row.is_default === 1) return toProfile(row);
+    this.deps.db.transaction(() => {
+      // @NOTE: clear first: a partial unique index allows one row with is_default = 1.
+      this.#clearDefault.run();
+      this.#makeDefault.run(id);
+    })();
+    // @NOTE: no `deviceProfile.updated`: only the flag changed, and that event makes the OTA
+    // service re-check every device of the profile.
+    return this.get(id);
+  }
+
+  /** `GET /api/deviceProfile/names`: every profile's id and name by name; `activeOnly` = used by devices. */
+  names(activeOnly = false): EntityInfo[] {
+    const rows = (activeOnly ? this.#activeNames : this.#names).all();
+    return rows.map((r) => ({ id: entityId('DEVICE_PROFILE', r.id), name: r.name }));
+  }
+
   list(q: PageQuery<ProfileSort>): PageData<DeviceProfile> {
+    const { rows, total } = this.#page(q);
+    return pageData(rows.map(toProfile), total, q);
+  }
+
+  /** `GET /api/deviceProfileInfos`; `transportType` keeps the profiles of that transport. */
+  listInfos(
+    q: PageQuery<ProfileSort>,
+    filter: { transportType?: string } = {},
+  ): PageData<DeviceProfileInfo> {
+    const { rows, total } = this.#page(q, filter);
+    return pageData(
+      rows.map((r) => toInfo(toProfile(r))),
+      total,
+      q,
+    );
+  }
+
+  #page(
+    q: PageQuery<ProfileSort>,
+    filter: { transportType?: string } = {},
+  ): { rows: ProfileRow[]; total: number } {
     const params: Record<string, unknown> = {};
-    let clause = '';
+    const where: string[] = [];
     if (q.textSearch) {
-      clause = ` WHERE lower(name) LIKE @search ESCAPE '\\'`;
+      where.push(`lower(name) LIKE @search ESCAPE '\\'`);
       params.search = `%${q.textSearch.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     }
+    if (filter.transportType) {
+      where.push('transport_type = @transportType');
+      params.transportType = filter.transportType;
+    }
+    const clause = where.length ? ` WHERE ${where.join(' AND ')}` : '';
     const { db } = this.deps;
     const total = (
       db.prepare(`SELECT count(*) AS n FROM device_profile${clause}`).get(params) as { n: number }
@@ -358,8 +515,20 @@ export class DeviceProfileService {
          LIMIT @limit OFFSET @offset`,
       )
       .all({ ...params, limit: q.pageSize, offset: q.page * q.pageSize }) as ProfileRow[];
-    return pageData(rows.map(toProfile), total, q);
+    return { rows, total };
   }
+}
+
+function toInfo(p: DeviceProfile): DeviceProfileInfo {
+  return {
+    id: p.id,
+    tenantId: p.tenantId,
+    name: p.name,
+    image: p.image,
+    defaultDashboardId: p.defaultDashboardId,
+    type: p.type,
+    transportType: p.transportType,
+  };
 }
 
 function emptyToNull(v: string | null | undefined): string | null {

@@ -298,6 +298,17 @@ export class OtaService {
     this.deps.log.info({ packageId: row.id }, 'OTA package deleted');
   }
 
+  /**
+   * Deletes the packages of a device profile that is being deleted, inside the caller's
+   * transaction (ThingsBoard's `ota_package` foreign key cascades). The profile service checks
+   * first that no device uses the profile, and a device only takes packages of its own profile.
+   */
+  readonly deleteOfProfile = (profileId: string): void => {
+    const n = this.#store.deleteOfProfile(profileId);
+    if (n > 0)
+      this.deps.log.info({ profileId, packages: n }, 'OTA packages of deleted profile deleted');
+  };
+
   /** The whole file of a package (administrator download). */
   data(id: string): OtaChunk {
     const row = this.#row(id);

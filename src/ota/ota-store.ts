@@ -57,6 +57,7 @@ export class OtaStore {
   readonly #setData;
   readonly #slice;
   readonly #delete;
+  readonly #deleteOfProfile;
   readonly #deviceRefs;
   readonly #profileRefs;
   readonly #devicesOfProfile;
@@ -99,6 +100,9 @@ export class OtaStore {
       'SELECT substr(data, ?, ?) AS part FROM ota_package WHERE id = ?',
     );
     this.#delete = db.prepare<[string]>('DELETE FROM ota_package WHERE id = ?');
+    this.#deleteOfProfile = db.prepare<[string]>(
+      'DELETE FROM ota_package WHERE device_profile_id = ?',
+    );
     this.#deviceRefs = db.prepare<[string, string], { n: number }>(
       'SELECT count(*) AS n FROM device WHERE firmware_id = ? OR software_id = ?',
     );
@@ -159,6 +163,11 @@ export class OtaStore {
 
   delete(id: string): boolean {
     return this.#delete.run(id).changes > 0;
+  }
+
+  /** Deletes every package of a device profile (the profile is being deleted); returns how many. */
+  deleteOfProfile(profileId: string): number {
+    return this.#deleteOfProfile.run(profileId).changes;
   }
 
   deviceRefs(id: string): number {

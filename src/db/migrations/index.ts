@@ -3,6 +3,8 @@ import { m001Initial } from './001-initial.js';
 import { m002Telemetry } from './002-telemetry.js';
 import { m003AttributesRpc } from './003-attributes-rpc.js';
 import { m004ClaimProvisionOta } from './004-claim-provision-ota.js';
+import { m005CustomersUsers } from './005-customers-users.js';
+import { m006Dashboards } from './006-dashboards.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -10,4 +12,6 @@ export const MIGRATIONS: readonly Migration[] = [
   m002Telemetry,
   m003AttributesRpc,
   m004ClaimProvisionOta,
+  m005CustomersUsers,
+  m006Dashboards,
 ];

@@ -30,7 +30,10 @@ export function authRoutes(deps: {
     return c.json(row ? deps.users.toUser(row) : null);
   });
 
-  app.post('/logout', deps.requireUser, (c) => c.body(null, 200));
+  app.post('/logout', deps.requireUser, (c) => {
+    deps.auth.logout(c.var.principal);
+    return c.body(null, 200);
+  });
 
   return app;
 }

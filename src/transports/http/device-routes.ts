@@ -13,12 +13,11 @@ export function deviceRoutes(deps: {
   profiles: DeviceProfileService;
   requireUser: RequireUser;
 }) {
-  const { devices, profiles } = deps;
+  const { devices } = deps;
   const app = new Hono<HttpEnv>();
   // @NOTE: scoped paths, not '*': this app is mounted at /api, where a '*' middleware would also
   // run for the device API (/api/v1/{token}/...) and every sub-app mounted after it.
-  for (const path of ['/device/*', '/tenant/*', '/deviceProfile/*', '/deviceProfileInfo/*'])
-    app.use(path, deps.requireUser);
+  for (const path of ['/device/*', '/tenant/*']) app.use(path, deps.requireUser);
 
   // @TODO(users issue): customer users get their own view through the authorization module.
   const tenantOnly = (authority: string) => {
@@ -56,11 +55,6 @@ export function deviceRoutes(deps: {
     if (deviceName !== undefined) return c.json(devices.getByName(deviceName));
     return c.json(devices.list(parsePageQuery(queryRecord(c), DEVICE_SORT)));
   });
-
-  app.get('/deviceProfile/:id', (c) =>
-    c.json(profiles.get(requireUuid(c.req.param('id'), 'deviceProfileId'))),
-  );
-  app.get('/deviceProfileInfo/default', (c) => c.json(profiles.getDefault()));
 
   return app;
 }

@@ -1,0 +1,71 @@
+/**
+ * Authorization rules in one place (platform reference §6.1–6.2, CE `CustomerUserPermissions`).
+ *
+ * Two kinds of refusal: an operation the caller's authority may never do is 403; an entity
+ * outside what the caller may see is 404, so that ids of other customers do not leak.
+ * @TODO(issue 6, later items): extend to devices, dashboards and the other endpoints.
+ */
+
+import { ForbiddenError, NotFoundError } from '../errors.js';
+import type { Principal } from './auth-service.js';
+
+export function isTenantAdmin(principal: Principal): boolean {
+  return principal.authority === 'TENANT_ADMIN';
+}
+
+/** 403 unless the caller is the tenant administrator. */
+export function assertTenantAdmin(principal: Principal): void {
+  if (!isTenantAdmin(principal)) throw new ForbiddenError();
+}
+
+/** The tenant admin reads every customer; a customer user only its own. */
+export function canReadCustomer(principal: Principal, customerId: string): boolean {
+  return isTenantAdmin(principal) || principal.customerId === customerId;
+}
+
+/** 404 (not 403) for a customer the caller may not see. */
+export function assertCanReadCustomer(principal: Principal, customerId: string): void {
+  if (!canReadCustomer(principal, customerId))
+    throw new NotFoundError(`Customer with id [${customerId}] is not found`);
+}
+
+/** The user being checked: its id and customer (null for a tenant administrator). */
+export interface UserRef {
+  readonly id: string;
+  readonly customerId: string | null;
+}
+
+/** The tenant admin reads every user; a customer user reads itself and users of its customer. */
+export function canReadUser(principal: Principal, user: UserRef): boolean {
+  if (isTenantAdmin(principal) || principal.userId === user.id) return true;
+  return principal.customerId !== null && principal.customerId === user.customerId;
+}
+
+export function assertCanReadUser(principal: Principal, user: UserRef): void {
+  if (!canReadUser(principal, user))
+    throw new NotFoundError(`User with id [${user.id}] is not found`);
+}
+
+/** The tenant admin writes every user; a customer user only itself (404 if it cannot even see it). */
+export function assertCanWriteUser(principal: Principal, user: UserRef): void {
+  assertCanReadUser(principal, user);
+  if (!isTenantAdmin(principal) && principal.userId !== user.id) throw new ForbiddenError();
+}
+
+/** A dashboard as authorization sees it: the customers it is assigned to. */
+export interface DashboardRef {
+  readonly id: string;
+  readonly customerIds: readonly string[];
+}
+
+/** The tenant admin reads every dashboard; a customer user those assigned to its customer. */
+export function canReadDashboard(principal: Principal, dashboard: DashboardRef): boolean {
+  if (isTenantAdmin(principal)) return true;
+  return principal.customerId !== null && dashboard.customerIds.includes(principal.customerId);
+}
+
+/** 404 (not 403) for a dashboard the caller may not see, so that its id does not leak. */
+export function assertCanReadDashboard(principal: Principal, dashboard: DashboardRef): void {
+  if (!canReadDashboard(principal, dashboard))
+    throw new NotFoundError(`Dashboard with id [${dashboard.id}] is not found`);
+}
