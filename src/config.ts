@@ -235,7 +235,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'int',
     min: 1,
     max: 1_000_000,
-    default: 100_000,
+    default: 20_000,
     help: 'Group commit: most points in one transaction',
   },
   {
