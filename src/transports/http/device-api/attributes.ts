@@ -3,7 +3,7 @@ import { type AttributeService, parseKeyList } from '../../../attributes/attribu
 import { parseTypedObject } from '../../../attributes/kv-value.js';
 import { deviceAttributesJson, sharedUpdateJson } from '../../../attributes/payloads.js';
 import { ValidationError } from '../../../errors.js';
-import type { HttpEnv } from '../context.js';
+import { type HttpEnv, readBody } from '../context.js';
 import type { DeviceAuth } from './device-auth.js';
 import { jsonText, pollEnded, pollTimeout } from './long-poll.js';
 
@@ -18,7 +18,7 @@ export function deviceAttributeRoutes(deps: {
 
   // §2.1: a single JSON object, typed as §1.2 (numeric strings cast); 200 with an empty body.
   app.post('/:token/attributes', auth, async (c) => {
-    const text = await c.req.text();
+    const text = (await readBody(c)).toString('utf8');
     if (text.trim() === '') throw new ValidationError('Request body is required');
     attributes.saveTyped(c.var.device.id, 'CLIENT_SCOPE', parseTypedObject(text, { cast: true }));
     return c.body(null, 200);

@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import type { ClaimService } from '../../../claims/claim-service.js';
 import { ValidationError } from '../../../errors.js';
-import type { HttpEnv } from '../context.js';
+import { type HttpEnv, readBody } from '../context.js';
 import type { DeviceAuth } from './device-auth.js';
 
 /**
@@ -12,7 +12,7 @@ import type { DeviceAuth } from './device-auth.js';
 export function claimApi(deps: { deviceAuth: DeviceAuth; claims: ClaimService }) {
   const app = new Hono<HttpEnv>();
   app.post('/:token/claim', deps.deviceAuth, async (c) => {
-    const text = await c.req.text();
+    const text = (await readBody(c)).toString('utf8');
     let body: unknown;
     if (text.trim() !== '') {
       try {

@@ -2,7 +2,7 @@ import { Hono } from 'hono';
 import { ValidationError } from '../../../errors.js';
 import type { ClientRpcService } from '../../../rpc/client-rpc.js';
 import type { RpcService } from '../../../rpc/rpc-service.js';
-import { type HttpEnv, readJson } from '../context.js';
+import { type HttpEnv, readBody, readJson } from '../context.js';
 import type { DeviceAuth } from './device-auth.js';
 import { jsonText, pollEnded, pollTimeout } from './long-poll.js';
 
@@ -31,7 +31,7 @@ export function deviceRpcRoutes(deps: {
   app.post('/:token/rpc/:id', auth, async (c) => {
     const raw = c.req.param('id');
     if (!/^\d{1,9}$/.test(raw)) throw new ValidationError(`RPC id must be an integer, got: ${raw}`);
-    const body = await c.req.text();
+    const body = (await readBody(c)).toString('utf8');
     if (body === '') throw new ValidationError('Request body is required');
     rpc.reply(c.var.device.id, Number(raw), body);
     return c.body(null, 200);

@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import type { TelemetryService } from '../../../telemetry/telemetry-service.js';
-import type { HttpEnv } from '../context.js';
+import { type HttpEnv, readBody } from '../context.js';
 import type { DeviceAuth } from './device-auth.js';
 
 /** Device telemetry upload (reference device-api.md §1), mounted at `/api/v1`. */
@@ -14,8 +14,7 @@ export function deviceTelemetryRoutes(deps: {
   // §1.3: 200 with an empty body, here only once the points are committed. A bad payload is 400
   // with a JSON error naming the problem (ThingsBoard answers 500; see §12).
   app.post('/:token/telemetry', deps.deviceAuth, async (c) => {
-    const body = new Uint8Array(await c.req.arrayBuffer());
-    await telemetry.ingest(c.var.device, body);
+    await telemetry.ingest(c.var.device, await readBody(c));
     return c.body(null, 200);
   });
 
