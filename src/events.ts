@@ -26,6 +26,12 @@ export interface GatewayEvents {
   'device.updated': { device: DeviceRef };
   'device.deleted': { device: DeviceRef };
   'device.credentials': { deviceId: string };
+  /** A device changed owner: a customer (`customerId`) or the tenant (null). */
+  'device.owner': {
+    device: DeviceRef;
+    customerId: string | null;
+    previousCustomerId: string | null;
+  };
   /** A device profile was created or updated (provisioning settings, OTA assignment, ...). */
   'deviceProfile.updated': { profileId: string };
   /** A device profile was deleted (never the default one, never one that devices use). */

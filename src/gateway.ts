@@ -44,6 +44,7 @@ import { HttpServer } from './transports/http/http-server.js';
 import { requireUser } from './transports/http/middleware.js';
 import { noauthRoutes } from './transports/http/noauth-routes.js';
 import { OTA_UPLOAD_ROUTE, otaRoutes } from './transports/http/ota-routes.js';
+import { ownershipRoutes } from './transports/http/ownership-routes.js';
 import { rpcRoutes } from './transports/http/rpc-routes.js';
 import { telemetryRoutes } from './transports/http/telemetry-routes.js';
 import { userRoutes } from './transports/http/user-routes.js';
@@ -308,7 +309,15 @@ async function buildServices(
   const otaRemove = (profileId: string) => ota.deleteOfProfile(profileId);
   const profiles = new DeviceProfileService({ db, tenants, bus, otaCheck, otaRemove });
   profiles.init();
-  const devices = new DeviceService({ db, tenants, profiles, bus, otaCheck });
+  const devices = new DeviceService({
+    db,
+    tenants,
+    profiles,
+    bus,
+    otaCheck,
+    audit,
+    customerExists: (id) => customers.exists(id),
+  });
   const telemetry = new TelemetryService({
     db,
     bus,
@@ -411,15 +420,25 @@ function apiRoutes(s: Services, config: Config): Array<{ path: string; app: Hono
     },
     {
       path: '/api/plugins/telemetry',
-      app: attributeRoutes({ attributes: s.attributes, requireUser: user }),
+      app: attributeRoutes({ attributes: s.attributes, devices: s.devices, requireUser: user }),
     },
     { path: '/api/v1', app: deviceTelemetryRoutes({ deviceAuth: device, telemetry: s.telemetry }) },
     {
       path: '/api/plugins/telemetry',
-      app: telemetryRoutes({ telemetry: s.telemetry, requireUser: user }),
+      app: telemetryRoutes({ telemetry: s.telemetry, devices: s.devices, requireUser: user }),
     },
-    { path: '/api/rpc', app: rpcRoutes({ rpc: s.rpc, requireUser: user }) },
+    { path: '/api/rpc', app: rpcRoutes({ rpc: s.rpc, devices: s.devices, requireUser: user }) },
     { path: '/api', app: customerRoutes({ customers: s.customers, requireUser: user }) },
+    {
+      path: '/api',
+      app: ownershipRoutes({
+        devices: s.devices,
+        customers: s.customers,
+        claims: s.claims,
+        dashboards: s.dashboards,
+        requireUser: user,
+      }),
+    },
     { path: '/api', app: userRoutes({ users: s.users, requireUser: user }) },
     { path: '/api', app: auditRoutes({ audit: s.audit, requireUser: user }) },
     // `/api/noauth/*` and the password pages under `/login/`.

@@ -3,12 +3,17 @@ import { describe, it } from 'node:test';
 import { ForbiddenError, NotFoundError } from '../errors.js';
 import type { Principal } from './auth-service.js';
 import {
+  assertCanClaimDevices,
+  assertCanManageDevice,
   assertCanReadCustomer,
+  assertCanReadDevice,
   assertCanReadUser,
+  assertCanWriteDevice,
   assertCanWriteUser,
   assertTenantAdmin,
   canReadCustomer,
   canReadUser,
+  deviceAccess,
 } from './authorization.js';
 
 const admin: Principal = {
@@ -59,5 +64,42 @@ describe('authorization', () => {
   it('a customer user without a customer sees no other user', () => {
     const orphan: Principal = { ...cu, customerId: null };
     assert.equal(canReadUser(orphan, { id: 'admin', customerId: null }), false);
+  });
+
+  it('device access: tenant admin writes all, a customer user its customer own devices', () => {
+    const own = { id: 'd1', customerId: 'A' };
+    const foreign = { id: 'd2', customerId: 'B' };
+    const tenants = { id: 'd3', customerId: null };
+    assert.equal(deviceAccess(admin, foreign), 'write');
+    assert.equal(deviceAccess(admin, tenants), 'write');
+    assert.equal(deviceAccess(cu, own), 'write');
+    assert.equal(deviceAccess(cu, foreign), 'none');
+    assert.equal(deviceAccess(cu, tenants), 'none');
+    assert.equal(deviceAccess({ ...cu, customerId: null }, tenants), 'none');
+    assertCanReadDevice(cu, own);
+    assertCanWriteDevice(cu, own);
+    assert.throws(() => assertCanReadDevice(cu, foreign), NotFoundError);
+    assert.throws(() => assertCanWriteDevice(cu, tenants), NotFoundError);
+    assert.throws(() => assertCanManageDevice(cu, own), ForbiddenError);
+    assert.throws(() => assertCanManageDevice(cu, foreign), NotFoundError);
+    assertCanManageDevice(admin, foreign);
+  });
+
+  it('sharing plugs in: a shared read-only device reads but refuses writes with 403', () => {
+    const foreign = { id: 'd2', customerId: 'B' };
+    const readOnly = () => 'read' as const;
+    assert.equal(deviceAccess(cu, foreign, readOnly), 'read');
+    assert.equal(
+      deviceAccess(admin, foreign, () => 'none'),
+      'write',
+    );
+    assertCanReadDevice(cu, foreign, readOnly);
+    assert.throws(() => assertCanWriteDevice(cu, foreign, readOnly), ForbiddenError);
+  });
+
+  it('only a customer user with a customer claims devices', () => {
+    assert.equal(assertCanClaimDevices(cu), 'A');
+    assert.throws(() => assertCanClaimDevices(admin), ForbiddenError);
+    assert.throws(() => assertCanClaimDevices({ ...cu, customerId: null }), ForbiddenError);
   });
 });

@@ -3,7 +3,7 @@
  *
  * Two kinds of refusal: an operation the caller's authority may never do is 403; an entity
  * outside what the caller may see is 404, so that ids of other customers do not leak.
- * @TODO(issue 6, later items): extend to devices, dashboards and the other endpoints.
+ * Devices: `deviceAccess` is the one decision; REST handlers call it through the assert helpers.
  */
 
 import { ForbiddenError, NotFoundError } from '../errors.js';
@@ -68,4 +68,78 @@ export function canReadDashboard(principal: Principal, dashboard: DashboardRef):
 export function assertCanReadDashboard(principal: Principal, dashboard: DashboardRef): void {
   if (!canReadDashboard(principal, dashboard))
     throw new NotFoundError(`Dashboard with id [${dashboard.id}] is not found`);
+}
+
+/** How far a caller may go with one entity: nothing (404), read only (403 on writes), or write. */
+export type Access = 'none' | 'read' | 'write';
+
+/** A device as authorization sees it: its id and owner (null when the tenant owns it). */
+export interface DeviceRef {
+  readonly id: string;
+  readonly customerId: string | null;
+}
+
+/**
+ * Access a customer user gets to a device through something other than ownership: the place
+ * where shared entity groups (PE "Sharing", platform reference §6.3) plug in. Until groups exist
+ * nothing is shared.
+ */
+export type SharedDeviceAccess = (principal: Principal, device: DeviceRef) => Access;
+
+export const NOTHING_SHARED: SharedDeviceAccess = () => 'none';
+
+/**
+ * The one device decision (CE `CustomerUserPermissions`, reference §6.2): the tenant admin writes
+ * every device; a customer user writes the devices its customer owns (read, read credentials,
+ * attributes, telemetry, RPC, update) and, later, what is shared with it; nothing else.
+ */
+export function deviceAccess(
+  principal: Principal,
+  device: DeviceRef,
+  shared: SharedDeviceAccess = NOTHING_SHARED,
+): Access {
+  if (isTenantAdmin(principal)) return 'write';
+  if (principal.authority !== 'CUSTOMER_USER' || principal.customerId === null) return 'none';
+  if (device.customerId === principal.customerId) return 'write';
+  return shared(principal, device);
+}
+
+function deviceNotFound(id: string): NotFoundError {
+  return new NotFoundError(`Device with id [${id}] is not found`);
+}
+
+/** 404 (not 403) for a device the caller may not see, so that its id does not leak. */
+export function assertCanReadDevice(
+  principal: Principal,
+  device: DeviceRef,
+  shared?: SharedDeviceAccess,
+): void {
+  if (deviceAccess(principal, device, shared) === 'none') throw deviceNotFound(device.id);
+}
+
+/** 404 for a device the caller may not see, 403 for one it may only read. */
+export function assertCanWriteDevice(
+  principal: Principal,
+  device: DeviceRef,
+  shared?: SharedDeviceAccess,
+): void {
+  const access = deviceAccess(principal, device, shared);
+  if (access === 'none') throw deviceNotFound(device.id);
+  if (access === 'read') throw new ForbiddenError();
+}
+
+/**
+ * Device-management operations of the tenant only (create, delete, credentials change, owner
+ * change, assign): 404 for a device the caller cannot see, 403 for one it can.
+ */
+export function assertCanManageDevice(principal: Principal, device: DeviceRef): void {
+  assertCanReadDevice(principal, device);
+  assertTenantAdmin(principal);
+}
+
+/** Claiming completes on the customer side only (reference §3.7: CUSTOMER_USER only). */
+export function assertCanClaimDevices(principal: Principal): string {
+  if (principal.authority !== 'CUSTOMER_USER' || principal.customerId === null)
+    throw new ForbiddenError();
+  return principal.customerId;
 }

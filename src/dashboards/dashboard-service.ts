@@ -228,6 +228,23 @@ export class DashboardService {
     return this.get(dashboardId);
   }
 
+  /**
+   * The PE owner change for a dashboard (platform reference §6.3) on CE's assignment list: a
+   * customer owner leaves that customer as the only assignment; the tenant (null) removes them all.
+   */
+  setOwner(dashboardId: string, customerId: string | null): Dashboard {
+    if (customerId !== null) this.#checkCustomer(customerId);
+    const current = this.get(dashboardId).assignedCustomers.map((a) => a.customerId.id);
+    this.deps.db.transaction(() => {
+      for (const other of current) {
+        if (other !== customerId) this.#store.unassign(dashboardId, other);
+      }
+      if (customerId !== null) this.#store.assign(dashboardId, customerId, Date.now());
+    })();
+    this.deps.log.info({ dashboardId, customerId }, 'dashboard owner changed');
+    return this.get(dashboardId);
+  }
+
   #checkCustomer(customerId: string): void {
     if (!this.#store.customerExists(customerId))
       throw new NotFoundError(`Customer with id [${customerId}] is not found`);

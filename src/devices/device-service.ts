@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import type { AuditActor, AuditService } from '../audit/audit-service.js';
 import {
   type EntityId,
   entityId,
@@ -174,6 +175,20 @@ export interface DeviceServiceDeps {
   readonly bus: EventBus;
   /** Validates `firmwareId`/`softwareId` (OTA domain); without it those fields are refused. */
   readonly otaCheck?: OtaPackageCheck;
+  /** Whether a customer exists (owner changes); without it every owner change is refused. */
+  readonly customerExists?: (customerId: string) => boolean;
+  /** Records owner changes; optional so that domain tests can leave it out. */
+  readonly audit?: AuditService;
+}
+
+/** The audit action an owner change is recorded under (ThingsBoard's `ActionType`). */
+export type OwnerAction = 'CHANGE_OWNER' | 'ASSIGNED_TO_CUSTOMER' | 'UNASSIGNED_FROM_CUSTOMER';
+
+/** A device's id and owner: what authorization decides from. `customerId` null = the tenant. */
+export interface DeviceOwner {
+  readonly id: string;
+  readonly name: string;
+  readonly customerId: string | null;
 }
 
 export class DeviceService {
@@ -266,6 +281,61 @@ export class DeviceService {
   list(q: PageQuery<DeviceSort>): PageData<Device> {
     const { rows, total } = this.#store.page(q);
     return pageData(rows.map(toDevice), total, q);
+  }
+
+  /** `GET /api/customer/{customerId}/devices`: the devices a customer owns, one page. */
+  listByCustomer(customerId: string, q: PageQuery<DeviceSort>): PageData<Device> {
+    const { rows, total } = this.#store.page(q, { customerId: customerId.toLowerCase() });
+    return pageData(rows.map(toDevice), total, q);
+  }
+
+  /** A device's owner; NotFoundError for an unknown id. */
+  owner(id: string): DeviceOwner {
+    const v = this.#view(id.toLowerCase());
+    return { id: v.id, name: v.name, customerId: v.customer_id };
+  }
+
+  /** A device's owner by name; NotFoundError for an unknown name. */
+  ownerByName(name: string): DeviceOwner {
+    const v = this.#store.byName(name);
+    if (!v) throw new NotFoundError(`Device with name [${name}] is not found`);
+    return { id: v.id, name: v.name, customerId: v.customer_id };
+  }
+
+  /**
+   * Makes a customer (`customerId`) or the tenant (null) the owner of a device: the PE owner
+   * change and CE's assign/unassign (platform reference §3.6, §6.3). The customer must exist.
+   * Emits `device.owner` and records `action` in the audit log, also when nothing changes (as
+   * ThingsBoard logs a repeated assign).
+   */
+  setOwner(
+    id: string,
+    customerId: string | null,
+    actor: AuditActor,
+    action: OwnerAction = 'CHANGE_OWNER',
+  ): Device {
+    const view = this.#view(id.toLowerCase());
+    const target = customerId?.toLowerCase() ?? null;
+    if (target !== null && !this.deps.customerExists?.(target))
+      throw new NotFoundError(`Customer with id [${customerId}] is not found`);
+    const previous = view.customer_id;
+    if (previous !== target) this.#store.setCustomer(view.id, target);
+    const device = this.get(view.id);
+    this.deps.audit?.record({
+      actionType: action,
+      entityId: device.id,
+      entityName: device.name,
+      user: actor,
+      actionData: { previousCustomerId: previous, customerId: target },
+    });
+    if (previous !== target) {
+      this.deps.bus.emit('device.owner', {
+        device: { id: view.id, name: view.name },
+        customerId: target,
+        previousCustomerId: previous,
+      });
+    }
+    return device;
   }
 
   credentials(id: string): DeviceCredentials {

@@ -54,6 +54,7 @@ export class DeviceStore {
   readonly #insert;
   readonly #update;
   readonly #delete;
+  readonly #setCustomer;
   #setOta: Statement<[string | null, string | null, number]> | undefined;
   readonly #creds;
   readonly #insertCreds;
@@ -86,6 +87,9 @@ export class DeviceStore {
        WHERE id = @id`,
     );
     this.#delete = db.prepare<[string]>('DELETE FROM device WHERE id = ?');
+    this.#setCustomer = db.prepare<[string | null, string]>(
+      'UPDATE device SET customer_id = ?, version = version + 1 WHERE id = ?',
+    );
     this.#creds = db.prepare<[number], CredentialsRow>(
       'SELECT * FROM device_credentials WHERE device_rid = ?',
     );
@@ -138,6 +142,10 @@ export class DeviceStore {
     row: Pick<DeviceRow, 'id' | 'name' | 'label' | 'device_profile_id' | 'additional_info'>,
   ): void {
     this.#update.run(row);
+  }
+
+  setCustomer(id: string, customerId: string | null): void {
+    this.#setCustomer.run(customerId, id);
   }
 
   setOtaPackages(rid: number, firmwareId: string | null, softwareId: string | null): void {

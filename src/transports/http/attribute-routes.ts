@@ -8,10 +8,11 @@ import { parseTypedObject } from '../../attributes/kv-value.js';
 import { attributeListJson } from '../../attributes/payloads.js';
 import { ATTRIBUTE_SCOPES, type AttributeScope } from '../../attributes/types.js';
 import { requireUuid } from '../../common/entity.js';
-import { ForbiddenError, ValidationError } from '../../errors.js';
+import type { DeviceService } from '../../devices/device-service.js';
+import { ValidationError } from '../../errors.js';
 import type { HttpEnv } from './context.js';
 import { jsonText } from './device-api/long-poll.js';
-import type { RequireUser } from './middleware.js';
+import { type RequireUser, requireDevice } from './middleware.js';
 
 function scopeOf(
   raw: string,
@@ -29,39 +30,41 @@ function keysOf(raw: string | undefined): string[] | undefined {
 
 /**
  * Attribute REST API of ThingsBoard (platform.md §3.8), mounted at `/api/plugins/telemetry`
- * beside the telemetry routes. Devices only; TENANT_ADMIN only until customer access rules land.
+ * beside the telemetry routes. Devices only; access per `deviceAccess` (auth/authorization.ts):
+ * reads need read access, saves and deletes write access.
  */
-export function attributeRoutes(deps: { attributes: AttributeService; requireUser: RequireUser }) {
+export function attributeRoutes(deps: {
+  attributes: AttributeService;
+  devices: Pick<DeviceService, 'owner'>;
+  requireUser: RequireUser;
+}) {
   const { attributes } = deps;
   const app = new Hono<HttpEnv>();
   const user = deps.requireUser;
-  // @TODO(users issue): customer users get their own view through the authorization module.
-  const tenantOnly: typeof user = async (c, next) => {
-    if (c.var.principal.authority !== 'TENANT_ADMIN') throw new ForbiddenError();
-    await next();
-  };
+  const read = requireDevice(deps.devices, 'read');
+  const write = requireDevice(deps.devices, 'write');
 
   // Attribute key names, all scopes or one (duplicates across scopes appear once).
-  app.get('/DEVICE/:id/keys/attributes', user, tenantOnly, (c) => {
+  app.get('/DEVICE/:id/keys/attributes', user, read, (c) => {
     const id = requireUuid(c.req.param('id'), 'entityId');
     const keys = ATTRIBUTE_SCOPES.flatMap((scope) => attributes.get(id, scope).map((kv) => kv.key));
     return c.json([...new Set(keys)]);
   });
 
-  app.get('/DEVICE/:id/keys/attributes/:scope', user, tenantOnly, (c) => {
+  app.get('/DEVICE/:id/keys/attributes/:scope', user, read, (c) => {
     const id = requireUuid(c.req.param('id'), 'entityId');
     const scope = scopeOf(c.req.param('scope'));
     return c.json(attributes.get(id, scope).map((kv) => kv.key));
   });
 
-  app.get('/DEVICE/:id/values/attributes', user, tenantOnly, (c) => {
+  app.get('/DEVICE/:id/values/attributes', user, read, (c) => {
     const id = requireUuid(c.req.param('id'), 'entityId');
     const keys = keysOf(c.req.query('keys'));
     const all = ATTRIBUTE_SCOPES.flatMap((scope) => attributes.get(id, scope, keys));
     return jsonText(c, attributeListJson(all));
   });
 
-  app.get('/DEVICE/:id/values/attributes/:scope', user, tenantOnly, (c) => {
+  app.get('/DEVICE/:id/values/attributes/:scope', user, read, (c) => {
     const id = requireUuid(c.req.param('id'), 'entityId');
     const scope = scopeOf(c.req.param('scope'));
     return jsonText(c, attributeListJson(attributes.get(id, scope, keysOf(c.req.query('keys')))));
@@ -71,7 +74,7 @@ export function attributeRoutes(deps: { attributes: AttributeService; requireUse
   const save = user;
   const saveHandler = [
     save,
-    tenantOnly,
+    write,
     async (c: Parameters<typeof user>[0]) => {
       const id = requireUuid(c.req.param('id'), 'entityId');
       const scope = scopeOf(c.req.param('scope') ?? '', ['SHARED_SCOPE', 'SERVER_SCOPE']);
@@ -88,7 +91,7 @@ export function attributeRoutes(deps: { attributes: AttributeService; requireUse
   app.post('/DEVICE/:id/attributes/:scope', ...saveHandler);
   app.post('/DEVICE/:id/:scope', ...saveHandler);
 
-  app.delete('/DEVICE/:id/:scope', user, tenantOnly, async (c) => {
+  app.delete('/DEVICE/:id/:scope', user, write, async (c) => {
     const id = requireUuid(c.req.param('id'), 'entityId');
     const scope = scopeOf(c.req.param('scope'));
     const keys = keysOf(c.req.query('keys'));

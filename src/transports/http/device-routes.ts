@@ -1,9 +1,14 @@
 import { Hono } from 'hono';
+import {
+  assertCanManageDevice,
+  assertCanReadDevice,
+  assertCanWriteDevice,
+  assertTenantAdmin,
+} from '../../auth/authorization.js';
 import { parsePageQuery, requireUuid } from '../../common/entity.js';
 import type { DeviceProfileService } from '../../devices/device-profile-service.js';
 import type { DeviceService } from '../../devices/device-service.js';
 import { DEVICE_SORT } from '../../devices/device-store.js';
-import { ForbiddenError } from '../../errors.js';
 import { type HttpEnv, queryRecord, readJson } from './context.js';
 import type { RequireUser } from './middleware.js';
 
@@ -19,37 +24,55 @@ export function deviceRoutes(deps: {
   // run for the device API (/api/v1/{token}/...) and every sub-app mounted after it.
   for (const path of ['/device/*', '/tenant/*']) app.use(path, deps.requireUser);
 
-  // @TODO(users issue): customer users get their own view through the authorization module.
-  const tenantOnly = (authority: string) => {
-    if (authority !== 'TENANT_ADMIN') throw new ForbiddenError();
-  };
+  // Access rules: `auth/authorization.ts` (reference §6.2). Create, delete and credentials
+  // changes are the tenant's; a customer user reads and updates the devices it may write.
+  const owner = (raw: string | undefined) => devices.owner(requireUuid(raw, 'deviceId'));
 
   app.post('/device', async (c) => {
-    tenantOnly(c.var.principal.authority);
+    const principal = c.var.principal;
     const body = await readJson(c);
-    return c.json(devices.save(body, { accessToken: c.req.query('accessToken') }));
+    const accessToken = c.req.query('accessToken');
+    const id = (body as { id?: { id?: unknown } } | null)?.id?.id;
+    if (typeof id === 'string' && accessToken === undefined) {
+      assertCanWriteDevice(principal, owner(id));
+    } else {
+      assertTenantAdmin(principal);
+    }
+    return c.json(devices.save(body, { accessToken }));
   });
 
-  app.get('/device/:id', (c) => c.json(devices.get(requireUuid(c.req.param('id'), 'deviceId'))));
+  app.get('/device/:id', (c) => {
+    const device = owner(c.req.param('id'));
+    assertCanReadDevice(c.var.principal, device);
+    return c.json(devices.get(device.id));
+  });
 
   app.delete('/device/:id', (c) => {
-    tenantOnly(c.var.principal.authority);
-    devices.delete(requireUuid(c.req.param('id'), 'deviceId'));
+    const device = owner(c.req.param('id'));
+    assertCanManageDevice(c.var.principal, device);
+    devices.delete(device.id);
     return c.body(null, 200);
   });
 
+  // READ_CREDENTIALS is part of what a customer user may do with its own device (§6.2).
   app.get('/device/:id/credentials', (c) => {
-    tenantOnly(c.var.principal.authority);
-    return c.json(devices.credentials(requireUuid(c.req.param('id'), 'deviceId')));
+    const device = owner(c.req.param('id'));
+    assertCanReadDevice(c.var.principal, device);
+    return c.json(devices.credentials(device.id));
   });
 
   app.post('/device/credentials', async (c) => {
-    tenantOnly(c.var.principal.authority);
-    return c.json(devices.updateCredentials(await readJson(c)));
+    const principal = c.var.principal;
+    const body = await readJson(c);
+    const id = (body as { deviceId?: { id?: unknown } } | null)?.deviceId?.id;
+    if (typeof id === 'string' && principal.authority !== 'TENANT_ADMIN')
+      assertCanManageDevice(principal, owner(id));
+    assertTenantAdmin(principal);
+    return c.json(devices.updateCredentials(body));
   });
 
   app.get('/tenant/devices', (c) => {
-    tenantOnly(c.var.principal.authority);
+    assertTenantAdmin(c.var.principal);
     // ThingsBoard overloads this path: with `deviceName` it returns that one device.
     const deviceName = c.req.query('deviceName');
     if (deviceName !== undefined) return c.json(devices.getByName(deviceName));

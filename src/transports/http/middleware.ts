@@ -1,5 +1,8 @@
 import type { MiddlewareHandler } from 'hono';
 import type { AuthService } from '../../auth/auth-service.js';
+import { assertCanReadDevice, assertCanWriteDevice } from '../../auth/authorization.js';
+import { requireUuid } from '../../common/entity.js';
+import type { DeviceService } from '../../devices/device-service.js';
 import { AuthenticationError } from '../../errors.js';
 import type { HttpEnv } from './context.js';
 
@@ -18,6 +21,24 @@ export function requireUser(auth: AuthService): RequireUser {
     if (!match)
       throw new AuthenticationError('Authentication failed: no bearer token in X-Authorization');
     c.set('principal', await auth.authenticate(match[1]));
+    await next();
+  };
+}
+
+/**
+ * Checks the caller's access to the device named by the route parameter `param` (after
+ * `requireUser`): `read` -> 404 for a device it may not see; `write` -> also 403 when it may only
+ * read. The decision itself is `deviceAccess` in `auth/authorization.ts`.
+ */
+export function requireDevice(
+  devices: Pick<DeviceService, 'owner'>,
+  level: 'read' | 'write',
+  param = 'id',
+): RequireUser {
+  return async (c, next) => {
+    const device = devices.owner(requireUuid(c.req.param(param), 'deviceId'));
+    if (level === 'read') assertCanReadDevice(c.var.principal, device);
+    else assertCanWriteDevice(c.var.principal, device);
     await next();
   };
 }

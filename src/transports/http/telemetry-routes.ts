@@ -1,36 +1,39 @@
 import { type Context, Hono } from 'hono';
 import { requireUuid } from '../../common/entity.js';
-import { ForbiddenError, ValidationError } from '../../errors.js';
+import type { DeviceService } from '../../devices/device-service.js';
+import { ValidationError } from '../../errors.js';
 import { parseDeleteQuery, parseTimeseriesQuery } from '../../telemetry/telemetry-query.js';
 import type { TelemetryService } from '../../telemetry/telemetry-service.js';
 import { type HttpEnv, queryRecord } from './context.js';
-import type { RequireUser } from './middleware.js';
+import { type RequireUser, requireDevice } from './middleware.js';
 
 /**
  * Time-series REST API of ThingsBoard (platform.md §3.8), mounted at `/api/plugins/telemetry`
  * beside the attribute routes, so middleware is attached per route, not with `use('*')`.
- * Devices only; TENANT_ADMIN only until customer access rules land.
+ * Devices only; access per `deviceAccess` (auth/authorization.ts): reads need read access,
+ * saves and deletes write access.
  */
-export function telemetryRoutes(deps: { telemetry: TelemetryService; requireUser: RequireUser }) {
+export function telemetryRoutes(deps: {
+  telemetry: TelemetryService;
+  devices: Pick<DeviceService, 'owner'>;
+  requireUser: RequireUser;
+}) {
   const { telemetry } = deps;
   const app = new Hono<HttpEnv>();
   const user = deps.requireUser;
-  // @TODO(users issue): customer users get their own view through the authorization module.
-  const tenantOnly: RequireUser = async (c, next) => {
-    if (c.var.principal.authority !== 'TENANT_ADMIN') throw new ForbiddenError();
-    await next();
-  };
+  const read = requireDevice(deps.devices, 'read');
+  const write = requireDevice(deps.devices, 'write');
   const deviceId = (raw: string) => requireUuid(raw, 'deviceId');
 
-  app.get('/DEVICE/:id/keys/timeseries', user, tenantOnly, (c) =>
+  app.get('/DEVICE/:id/keys/timeseries', user, read, (c) =>
     c.json(telemetry.keys(deviceId(c.req.param('id')))),
   );
 
-  app.get('/DEVICE/:id/values/timeseries', user, tenantOnly, (c) =>
+  app.get('/DEVICE/:id/values/timeseries', user, read, (c) =>
     c.json(telemetry.query(deviceId(c.req.param('id')), parseTimeseriesQuery(queryRecord(c)))),
   );
 
-  app.delete('/DEVICE/:id/timeseries/delete', user, tenantOnly, (c) => {
+  app.delete('/DEVICE/:id/timeseries/delete', user, write, (c) => {
     telemetry.delete(deviceId(c.req.param('id')), parseDeleteQuery(queryRecord(c)));
     return c.body(null, 200);
   });
@@ -43,8 +46,8 @@ export function telemetryRoutes(deps: { telemetry: TelemetryService; requireUser
     await telemetry.save(id, text);
     return c.body(null, 200);
   };
-  app.post('/DEVICE/:id/timeseries/:scope', user, tenantOnly, save);
-  app.post('/DEVICE/:id/timeseries/:scope/:ttl', user, tenantOnly, save);
+  app.post('/DEVICE/:id/timeseries/:scope', user, write, save);
+  app.post('/DEVICE/:id/timeseries/:scope/:ttl', user, write, save);
 
   return app;
 }
