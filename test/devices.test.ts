@@ -165,6 +165,8 @@ describe('device management REST API', () => {
 
   it('changes the access token with POST /api/device/credentials', async () => {
     const d = await createDevice(t, 'Token change', 'OLD_TOKEN');
+    // Warm the device API's token lookup, so the change below must invalidate it.
+    assert.equal((await t.api('/api/v1/OLD_TOKEN/telemetry', { body: { x: 1 } })).status, 200);
     const creds = (await (
       await t.api(`/api/device/${d.id}/credentials`, { token })
     ).json()) as Record<string, unknown>;
@@ -178,6 +180,8 @@ describe('device management REST API', () => {
       credentialsId: string;
     };
     assert.equal(again.credentialsId, 'NEW_TOKEN');
+    assert.equal((await t.api('/api/v1/OLD_TOKEN/telemetry', { body: { x: 2 } })).status, 401);
+    assert.equal((await t.api('/api/v1/NEW_TOKEN/telemetry', { body: { x: 3 } })).status, 200);
     await createDevice(t, 'Token holder', 'TAKEN_TOKEN');
     const clash = await t.api('/api/device/credentials', {
       body: { ...creds, credentialsId: 'TAKEN_TOKEN' },

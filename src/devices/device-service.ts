@@ -78,6 +78,8 @@ export interface DeviceIdentity {
   readonly isGateway: boolean;
 }
 
+const TOKEN_CACHE_SIZE = 10_000;
+
 // @NOTE: tokens travel as URL path segments and MQTT user names: no separators, no blanks.
 const TOKEN_RE = /^[A-Za-z0-9._~-]{1,128}$/;
 const TOKEN_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -193,6 +195,11 @@ export interface DeviceOwner {
 
 export class DeviceService {
   readonly #store: DeviceStore;
+  /**
+   * Access token → device, for the device API's per-request lookup (HTTP and CoAP carry the token
+   * in every request). Cleared whenever a device, its token or its identity changes.
+   */
+  readonly #byToken = new Map<string, DeviceIdentity>();
 
   constructor(private readonly deps: DeviceServiceDeps) {
     this.#store = new DeviceStore(deps.db);
@@ -226,6 +233,7 @@ export class DeviceService {
         if (opts.accessToken !== undefined)
           this.#setToken(existing.rid, checkToken(opts.accessToken));
       })();
+      this.#byToken.clear();
       const device = this.get(id);
       this.deps.bus.emit('device.updated', { device: { id, name: device.name } });
       return device;
@@ -275,6 +283,7 @@ export class DeviceService {
   delete(id: string): void {
     const view = this.#view(id);
     this.#store.delete(id);
+    this.#byToken.clear();
     this.deps.bus.emit('device.deleted', { device: { id, name: view.name } });
   }
 
@@ -370,6 +379,7 @@ export class DeviceService {
         }),
       });
     }
+    this.#byToken.clear();
     this.deps.bus.emit('device.credentials', { deviceId: id });
     return this.credentials(id);
   }
@@ -419,8 +429,15 @@ export class DeviceService {
 
   /** Resolves a device access token; undefined when no device has it. */
   byAccessToken(token: string): DeviceIdentity | undefined {
+    const cached = this.#byToken.get(token);
+    if (cached) return cached;
     const v = this.#store.byAccessToken(token);
-    return v && identityOf(v);
+    if (!v) return undefined;
+    // Bounded: a flood of distinct tokens cannot grow it beyond the number of devices it serves.
+    if (this.#byToken.size >= TOKEN_CACHE_SIZE) this.#byToken.clear();
+    const identity = identityOf(v);
+    this.#byToken.set(token, identity);
+    return identity;
   }
 
   identity(id: string): DeviceIdentity | undefined {
