@@ -6,6 +6,7 @@ import type { DestinationStream } from 'pino';
 import { AttributeService } from './attributes/attribute-service.js';
 import { AuditService } from './audit/audit-service.js';
 import { AuthService } from './auth/auth-service.js';
+import type { SharedDeviceAccess } from './auth/authorization.js';
 import { ClaimService } from './claims/claim-service.js';
 import type { Config, Secrets } from './config.js';
 import { CustomerService } from './customers/customer-service.js';
@@ -17,6 +18,7 @@ import { ActivityService } from './devices/activity-service.js';
 import { DeviceProfileService } from './devices/device-profile-service.js';
 import { DeviceService } from './devices/device-service.js';
 import { EventBus } from './events.js';
+import { GroupService } from './groups/group-service.js';
 import { createLoggers, type Loggers } from './logger.js';
 import { OtaService } from './ota/ota-service.js';
 import { ProvisionService } from './provisioning/provision-service.js';
@@ -40,6 +42,7 @@ import { provisionApi } from './transports/http/device-api/provision.js';
 import { deviceRpcRoutes } from './transports/http/device-api/rpc.js';
 import { deviceTelemetryRoutes } from './transports/http/device-api/telemetry.js';
 import { deviceProfileRoutes } from './transports/http/device-profile-routes.js';
+import { groupRoutes } from './transports/http/group-routes.js';
 import { HttpServer } from './transports/http/http-server.js';
 import { requireUser } from './transports/http/middleware.js';
 import { noauthRoutes } from './transports/http/noauth-routes.js';
@@ -165,6 +168,7 @@ export class Gateway implements AsyncDisposable {
         users: s.users,
         devices: s.devices,
         profiles: s.profiles,
+        sharedDevices: sharedDevices(s),
         uiDir,
         apiRoutes: apiRoutes(s, config),
         bodyLimitExempt: [OTA_UPLOAD_ROUTE, DASHBOARD_SAVE_ROUTE],
@@ -278,6 +282,7 @@ export interface Services {
   readonly telemetry: TelemetryService;
   readonly activity: ActivityService;
   readonly dashboards: DashboardService;
+  readonly groups: GroupService;
 }
 
 async function buildServices(
@@ -358,6 +363,12 @@ async function buildServices(
   });
   activity.start();
   const dashboards = new DashboardService({ db, tenants, log: loggers.dashboards });
+  const groups = new GroupService({
+    db,
+    tenants,
+    audit,
+    customerExists: (id) => customers.exists(id),
+  });
   return {
     tenants,
     audit,
@@ -375,6 +386,7 @@ async function buildServices(
     telemetry,
     activity,
     dashboards,
+    groups,
   };
 }
 
@@ -396,8 +408,15 @@ function releaseLongPolls(s: Services): void {
 }
 
 /** Sub-apps of the HTTP transport beyond auth and device management, mounted in this order. */
+/** Device access of a customer user through DEVICE groups shared with its customer. */
+function sharedDevices(s: Services): SharedDeviceAccess {
+  return (principal, device) =>
+    principal.customerId === null ? 'none' : s.groups.deviceShare(principal.customerId, device);
+}
+
 function apiRoutes(s: Services, config: Config): Array<{ path: string; app: Hono<HttpEnv> }> {
   const user = requireUser(s.auth);
+  const shared = sharedDevices(s);
   const device = deviceAuth({ devices: s.devices, activity: s.activity });
   return [
     // Provisioning has no token: mount it before any `/api/v1/:token/*` middleware.
@@ -405,7 +424,10 @@ function apiRoutes(s: Services, config: Config): Array<{ path: string; app: Hono
     { path: '/api/v1', app: claimApi({ deviceAuth: device, claims: s.claims }) },
     { path: '/api/v1', app: firmwareApi({ deviceAuth: device, ota: s.ota }) },
     { path: '/api', app: deviceProfileRoutes({ profiles: s.profiles, requireUser: user }) },
-    { path: '/api', app: dashboardRoutes({ dashboards: s.dashboards, requireUser: user }) },
+    {
+      path: '/api',
+      app: dashboardRoutes({ dashboards: s.dashboards, requireUser: user, groups: s.groups }),
+    },
     {
       path: '/api',
       app: otaRoutes({ ota: s.ota, requireUser: user, maxBytes: config.ota.maxBytes }),
@@ -420,14 +442,27 @@ function apiRoutes(s: Services, config: Config): Array<{ path: string; app: Hono
     },
     {
       path: '/api/plugins/telemetry',
-      app: attributeRoutes({ attributes: s.attributes, devices: s.devices, requireUser: user }),
+      app: attributeRoutes({
+        attributes: s.attributes,
+        devices: s.devices,
+        requireUser: user,
+        shared,
+      }),
     },
     { path: '/api/v1', app: deviceTelemetryRoutes({ deviceAuth: device, telemetry: s.telemetry }) },
     {
       path: '/api/plugins/telemetry',
-      app: telemetryRoutes({ telemetry: s.telemetry, devices: s.devices, requireUser: user }),
+      app: telemetryRoutes({
+        telemetry: s.telemetry,
+        devices: s.devices,
+        requireUser: user,
+        shared,
+      }),
     },
-    { path: '/api/rpc', app: rpcRoutes({ rpc: s.rpc, devices: s.devices, requireUser: user }) },
+    {
+      path: '/api/rpc',
+      app: rpcRoutes({ rpc: s.rpc, devices: s.devices, requireUser: user, shared }),
+    },
     { path: '/api', app: customerRoutes({ customers: s.customers, requireUser: user }) },
     {
       path: '/api',
@@ -437,9 +472,11 @@ function apiRoutes(s: Services, config: Config): Array<{ path: string; app: Hono
         claims: s.claims,
         dashboards: s.dashboards,
         requireUser: user,
+        shared,
       }),
     },
     { path: '/api', app: userRoutes({ users: s.users, requireUser: user }) },
+    { path: '/api', app: groupRoutes({ groups: s.groups, requireUser: user }) },
     { path: '/api', app: auditRoutes({ audit: s.audit, requireUser: user }) },
     // `/api/noauth/*` and the password pages under `/login/`.
     { path: '/', app: noauthRoutes({ users: s.users, auth: s.auth }) },

@@ -28,6 +28,8 @@ export const ACTION_TYPES = [
   'ASSIGNED_TO_CUSTOMER',
   'UNASSIGNED_FROM_CUSTOMER',
   'CHANGE_OWNER',
+  'ADDED_TO_ENTITY_GROUP',
+  'REMOVED_FROM_ENTITY_GROUP',
 ] as const;
 export type ActionType = (typeof ACTION_TYPES)[number];
 export type ActionStatus = 'SUCCESS' | 'FAILURE';

@@ -12,6 +12,7 @@ import {
   assertCanWriteUser,
   assertTenantAdmin,
   canReadCustomer,
+  canReadDashboard,
   canReadUser,
   deviceAccess,
 } from './authorization.js';
@@ -95,6 +96,19 @@ describe('authorization', () => {
     );
     assertCanReadDevice(cu, foreign, readOnly);
     assert.throws(() => assertCanWriteDevice(cu, foreign, readOnly), ForbiddenError);
+  });
+
+  it('a shared device is 403, not 404, for management; a shared dashboard reads', () => {
+    const shared = { id: 'd3', customerId: null };
+    assert.throws(() => assertCanManageDevice(cu, shared, () => 'write'), ForbiddenError);
+    assert.throws(() => assertCanManageDevice(cu, shared), NotFoundError);
+    const board = { id: 'b', customerIds: [] };
+    assert.equal(canReadDashboard(cu, board), false);
+    assert.equal(canReadDashboard(cu, { ...board, sharedWithCaller: true }), true);
+    assert.equal(
+      canReadDashboard({ ...cu, customerId: null }, { ...board, sharedWithCaller: true }),
+      false,
+    );
   });
 
   it('only a customer user with a customer claims devices', () => {

@@ -52,16 +52,26 @@ export function assertCanWriteUser(principal: Principal, user: UserRef): void {
   if (!isTenantAdmin(principal) && principal.userId !== user.id) throw new ForbiddenError();
 }
 
-/** A dashboard as authorization sees it: the customers it is assigned to. */
+/**
+ * A dashboard as authorization sees it: the customers it is assigned to, and whether a DASHBOARD
+ * group holding it is shared with the caller's customer (PE sharing, reference §6.3).
+ */
 export interface DashboardRef {
   readonly id: string;
   readonly customerIds: readonly string[];
+  readonly sharedWithCaller?: boolean;
 }
 
-/** The tenant admin reads every dashboard; a customer user those assigned to its customer. */
+/**
+ * The tenant admin reads every dashboard; a customer user those assigned to its customer or
+ * shared with it through a group (read-only either way: dashboard writes are the tenant's).
+ */
 export function canReadDashboard(principal: Principal, dashboard: DashboardRef): boolean {
   if (isTenantAdmin(principal)) return true;
-  return principal.customerId !== null && dashboard.customerIds.includes(principal.customerId);
+  if (principal.customerId === null) return false;
+  return (
+    dashboard.customerIds.includes(principal.customerId) || dashboard.sharedWithCaller === true
+  );
 }
 
 /** 404 (not 403) for a dashboard the caller may not see, so that its id does not leak. */
@@ -80,9 +90,10 @@ export interface DeviceRef {
 }
 
 /**
- * Access a customer user gets to a device through something other than ownership: the place
- * where shared entity groups (PE "Sharing", platform reference §6.3) plug in. Until groups exist
- * nothing is shared.
+ * Access a customer user gets to a device through something other than ownership: shared entity
+ * groups (PE "Sharing", platform reference §6.3), the best level of any DEVICE group holding the
+ * device that is shared with the caller's customer (`GroupService.deviceShare`). The default
+ * shares nothing (domain tests, callers without groups).
  */
 export type SharedDeviceAccess = (principal: Principal, device: DeviceRef) => Access;
 
@@ -91,7 +102,8 @@ export const NOTHING_SHARED: SharedDeviceAccess = () => 'none';
 /**
  * The one device decision (CE `CustomerUserPermissions`, reference §6.2): the tenant admin writes
  * every device; a customer user writes the devices its customer owns (read, read credentials,
- * attributes, telemetry, RPC, update) and, later, what is shared with it; nothing else.
+ * attributes, telemetry, RPC, update) and what a shared group gives it (read or write); nothing
+ * else.
  */
 export function deviceAccess(
   principal: Principal,
@@ -132,8 +144,12 @@ export function assertCanWriteDevice(
  * Device-management operations of the tenant only (create, delete, credentials change, owner
  * change, assign): 404 for a device the caller cannot see, 403 for one it can.
  */
-export function assertCanManageDevice(principal: Principal, device: DeviceRef): void {
-  assertCanReadDevice(principal, device);
+export function assertCanManageDevice(
+  principal: Principal,
+  device: DeviceRef,
+  shared?: SharedDeviceAccess,
+): void {
+  assertCanReadDevice(principal, device, shared);
   assertTenantAdmin(principal);
 }
 

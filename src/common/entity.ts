@@ -10,7 +10,8 @@ export type EntityType =
   | 'DEVICE_PROFILE'
   | 'DASHBOARD'
   | 'OTA_PACKAGE'
-  | 'AUDIT_LOG';
+  | 'AUDIT_LOG'
+  | 'ENTITY_GROUP';
 
 export interface EntityId<T extends EntityType = EntityType> {
   readonly entityType: T;

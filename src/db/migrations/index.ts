@@ -5,6 +5,7 @@ import { m003AttributesRpc } from './003-attributes-rpc.js';
 import { m004ClaimProvisionOta } from './004-claim-provision-ota.js';
 import { m005CustomersUsers } from './005-customers-users.js';
 import { m006Dashboards } from './006-dashboards.js';
+import { m007EntityGroups } from './007-entity-groups.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -14,4 +15,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m004ClaimProvisionOta,
   m005CustomersUsers,
   m006Dashboards,
+  m007EntityGroups,
 ];

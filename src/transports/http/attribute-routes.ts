@@ -7,6 +7,7 @@ import {
 import { parseTypedObject } from '../../attributes/kv-value.js';
 import { attributeListJson } from '../../attributes/payloads.js';
 import { ATTRIBUTE_SCOPES, type AttributeScope } from '../../attributes/types.js';
+import type { SharedDeviceAccess } from '../../auth/authorization.js';
 import { requireUuid } from '../../common/entity.js';
 import type { DeviceService } from '../../devices/device-service.js';
 import { ValidationError } from '../../errors.js';
@@ -37,12 +38,14 @@ export function attributeRoutes(deps: {
   attributes: AttributeService;
   devices: Pick<DeviceService, 'owner'>;
   requireUser: RequireUser;
+  /** Access through shared groups (`deviceAccess`); nothing shared without it. */
+  shared?: SharedDeviceAccess;
 }) {
   const { attributes } = deps;
   const app = new Hono<HttpEnv>();
   const user = deps.requireUser;
-  const read = requireDevice(deps.devices, 'read');
-  const write = requireDevice(deps.devices, 'write');
+  const read = requireDevice(deps.devices, 'read', 'id', deps.shared);
+  const write = requireDevice(deps.devices, 'write', 'id', deps.shared);
 
   // Attribute key names, all scopes or one (duplicates across scopes appear once).
   app.get('/DEVICE/:id/keys/attributes', user, read, (c) => {

@@ -11,6 +11,7 @@ import type { DashboardService } from '../../dashboards/dashboard-service.js';
 import { DASHBOARD_SORT } from '../../dashboards/dashboard-store.js';
 import type { Dashboard } from '../../dashboards/types.js';
 import { NotFoundError, PayloadTooLargeError, ValidationError } from '../../errors.js';
+import type { GroupService } from '../../groups/group-service.js';
 import { type HttpEnv, queryRecord, readJson } from './context.js';
 import type { RequireUser } from './middleware.js';
 
@@ -25,7 +26,12 @@ const ENVELOPE_BYTES = 64 * 1024;
  * tenant list are the tenant administrator's; a customer user reads the dashboards assigned to
  * its customer, and any other dashboard is 404 for it.
  */
-export function dashboardRoutes(deps: { dashboards: DashboardService; requireUser: RequireUser }) {
+export function dashboardRoutes(deps: {
+  dashboards: DashboardService;
+  requireUser: RequireUser;
+  /** Dashboards shared with a customer through DASHBOARD groups are readable by its users. */
+  groups?: Pick<GroupService, 'dashboardSharedWith'>;
+}) {
   const { dashboards } = deps;
   const app = new Hono<HttpEnv>();
   const dashboardId = (raw: string | undefined) => requireUuid(raw, 'dashboardId');
@@ -39,6 +45,9 @@ export function dashboardRoutes(deps: { dashboards: DashboardService; requireUse
     assertCanReadDashboard(principal, {
       id,
       customerIds: found.assignedCustomers.map((a) => a.customerId.id),
+      sharedWithCaller:
+        principal.customerId !== null &&
+        deps.groups?.dashboardSharedWith(principal.customerId, id) === true,
     });
     return found;
   };

@@ -4,6 +4,7 @@ import {
   assertCanReadDevice,
   assertCanWriteDevice,
   assertTenantAdmin,
+  type SharedDeviceAccess,
 } from '../../auth/authorization.js';
 import { parsePageQuery, requireUuid } from '../../common/entity.js';
 import type { DeviceProfileService } from '../../devices/device-profile-service.js';
@@ -17,8 +18,10 @@ export function deviceRoutes(deps: {
   devices: DeviceService;
   profiles: DeviceProfileService;
   requireUser: RequireUser;
+  /** Access through shared groups (`deviceAccess`); nothing shared without it. */
+  shared?: SharedDeviceAccess;
 }) {
-  const { devices } = deps;
+  const { devices, shared } = deps;
   const app = new Hono<HttpEnv>();
   // @NOTE: scoped paths, not '*': this app is mounted at /api, where a '*' middleware would also
   // run for the device API (/api/v1/{token}/...) and every sub-app mounted after it.
@@ -34,7 +37,7 @@ export function deviceRoutes(deps: {
     const accessToken = c.req.query('accessToken');
     const id = (body as { id?: { id?: unknown } } | null)?.id?.id;
     if (typeof id === 'string' && accessToken === undefined) {
-      assertCanWriteDevice(principal, owner(id));
+      assertCanWriteDevice(principal, owner(id), shared);
     } else {
       assertTenantAdmin(principal);
     }
@@ -43,21 +46,23 @@ export function deviceRoutes(deps: {
 
   app.get('/device/:id', (c) => {
     const device = owner(c.req.param('id'));
-    assertCanReadDevice(c.var.principal, device);
+    assertCanReadDevice(c.var.principal, device, shared);
     return c.json(devices.get(device.id));
   });
 
   app.delete('/device/:id', (c) => {
     const device = owner(c.req.param('id'));
-    assertCanManageDevice(c.var.principal, device);
+    assertCanManageDevice(c.var.principal, device, shared);
     devices.delete(device.id);
     return c.body(null, 200);
   });
 
-  // READ_CREDENTIALS is part of what a customer user may do with its own device (§6.2).
+  // READ_CREDENTIALS is part of what a customer user may do with its own device (§6.2). It needs
+  // write access: the token lets its holder write telemetry as the device, which a read-only
+  // share must not allow (PE's read-only group role has no READ_CREDENTIALS).
   app.get('/device/:id/credentials', (c) => {
     const device = owner(c.req.param('id'));
-    assertCanReadDevice(c.var.principal, device);
+    assertCanWriteDevice(c.var.principal, device, shared);
     return c.json(devices.credentials(device.id));
   });
 
@@ -66,7 +71,7 @@ export function deviceRoutes(deps: {
     const body = await readJson(c);
     const id = (body as { deviceId?: { id?: unknown } } | null)?.deviceId?.id;
     if (typeof id === 'string' && principal.authority !== 'TENANT_ADMIN')
-      assertCanManageDevice(principal, owner(id));
+      assertCanManageDevice(principal, owner(id), shared);
     assertTenantAdmin(principal);
     return c.json(devices.updateCredentials(body));
   });

@@ -1,6 +1,10 @@
 import type { MiddlewareHandler } from 'hono';
 import type { AuthService } from '../../auth/auth-service.js';
-import { assertCanReadDevice, assertCanWriteDevice } from '../../auth/authorization.js';
+import {
+  assertCanReadDevice,
+  assertCanWriteDevice,
+  type SharedDeviceAccess,
+} from '../../auth/authorization.js';
 import { requireUuid } from '../../common/entity.js';
 import type { DeviceService } from '../../devices/device-service.js';
 import { AuthenticationError } from '../../errors.js';
@@ -28,17 +32,19 @@ export function requireUser(auth: AuthService): RequireUser {
 /**
  * Checks the caller's access to the device named by the route parameter `param` (after
  * `requireUser`): `read` -> 404 for a device it may not see; `write` -> also 403 when it may only
- * read. The decision itself is `deviceAccess` in `auth/authorization.ts`.
+ * read. The decision itself is `deviceAccess` in `auth/authorization.ts`; `shared` adds what
+ * shared groups give the caller.
  */
 export function requireDevice(
   devices: Pick<DeviceService, 'owner'>,
   level: 'read' | 'write',
   param = 'id',
+  shared?: SharedDeviceAccess,
 ): RequireUser {
   return async (c, next) => {
     const device = devices.owner(requireUuid(c.req.param(param), 'deviceId'));
-    if (level === 'read') assertCanReadDevice(c.var.principal, device);
-    else assertCanWriteDevice(c.var.principal, device);
+    if (level === 'read') assertCanReadDevice(c.var.principal, device, shared);
+    else assertCanWriteDevice(c.var.principal, device, shared);
     await next();
   };
 }

@@ -5,6 +5,7 @@ import {
   assertCanReadCustomer,
   assertCanWriteDevice,
   assertTenantAdmin,
+  type SharedDeviceAccess,
 } from '../../auth/authorization.js';
 import type { ClaimService } from '../../claims/claim-service.js';
 import { parsePageQuery, requireUuid } from '../../common/entity.js';
@@ -29,8 +30,10 @@ export function ownershipRoutes(deps: {
   claims: ClaimService;
   dashboards: DashboardService;
   requireUser: RequireUser;
+  /** Access through shared groups: 403 rather than 404 on a device shared with the caller. */
+  shared?: SharedDeviceAccess;
 }) {
-  const { devices, customers, claims, dashboards, requireUser } = deps;
+  const { devices, customers, claims, dashboards, requireUser, shared } = deps;
   const app = new Hono<HttpEnv>();
 
   // Customer side of claiming (§5.2). Registered before `/customer/:customerId/device/:deviceId`,
@@ -70,7 +73,7 @@ export function ownershipRoutes(deps: {
     const principal = c.var.principal;
     const customerId = requireUuid(c.req.param('customerId'), 'customerId');
     const owner = devices.owner(requireUuid(c.req.param('deviceId'), 'deviceId'));
-    assertCanManageDevice(principal, owner);
+    assertCanManageDevice(principal, owner, shared);
     return c.json(
       devices.setOwner(owner.id, customerId, actorOf(principal), 'ASSIGNED_TO_CUSTOMER'),
     );
@@ -80,7 +83,7 @@ export function ownershipRoutes(deps: {
   app.delete('/customer/device/:deviceId', requireUser, (c) => {
     const principal = c.var.principal;
     const owner = devices.owner(requireUuid(c.req.param('deviceId'), 'deviceId'));
-    assertCanManageDevice(principal, owner);
+    assertCanManageDevice(principal, owner, shared);
     if (owner.customerId === null)
       throw new ValidationError("Device isn't assigned to any customer!");
     return c.json(devices.setOwner(owner.id, null, actorOf(principal), 'UNASSIGNED_FROM_CUSTOMER'));

@@ -1,6 +1,10 @@
 import { Hono } from 'hono';
 import type { Principal } from '../../auth/auth-service.js';
-import { assertCanReadDevice, assertCanWriteDevice } from '../../auth/authorization.js';
+import {
+  assertCanReadDevice,
+  assertCanWriteDevice,
+  type SharedDeviceAccess,
+} from '../../auth/authorization.js';
 import { parsePageQuery, requireUuid } from '../../common/entity.js';
 import type { DeviceService } from '../../devices/device-service.js';
 import { NotFoundError, UnavailableError, ValidationError } from '../../errors.js';
@@ -21,16 +25,18 @@ export function rpcRoutes(deps: {
   rpc: RpcService;
   devices: Pick<DeviceService, 'owner'>;
   requireUser: RequireUser;
+  /** Access through shared groups (`deviceAccess`); nothing shared without it. */
+  shared?: SharedDeviceAccess;
 }) {
   const { rpc } = deps;
   const app = new Hono<HttpEnv>();
   const user = deps.requireUser;
-  const { devices } = deps;
+  const { devices, shared } = deps;
   // The RPC of a device the caller cannot see is reported missing, not forbidden.
   const persistent = (rpcId: string, principal: Principal) => {
     const found = rpc.get(rpcId);
     try {
-      assertCanReadDevice(principal, devices.owner(found.deviceId.id));
+      assertCanReadDevice(principal, devices.owner(found.deviceId.id), shared);
     } catch (err) {
       if (err instanceof NotFoundError)
         throw new NotFoundError(`Rpc with id [${rpcId}] is not found`);
@@ -42,7 +48,7 @@ export function rpcRoutes(deps: {
   app.post(
     '/:kind{oneway|twoway}/:deviceId',
     user,
-    requireDevice(devices, 'write', 'deviceId'),
+    requireDevice(devices, 'write', 'deviceId', shared),
     async (c) => {
       const deviceId = requireUuid(c.req.param('deviceId'), 'deviceId');
       const body = await readJson(c);
@@ -76,19 +82,24 @@ export function rpcRoutes(deps: {
     c.json(persistent(requireUuid(c.req.param('rpcId'), 'rpcId'), c.var.principal)),
   );
 
-  app.get('/persistent/device/:deviceId', user, requireDevice(devices, 'read', 'deviceId'), (c) => {
-    const deviceId = requireUuid(c.req.param('deviceId'), 'deviceId');
-    const q = parsePageQuery(queryRecord(c), RPC_SORT);
-    const status = c.req.query('rpcStatus') || undefined;
-    if (status !== undefined && !(RPC_STATUSES as readonly string[]).includes(status)) {
-      throw new ValidationError(`rpcStatus must be one of ${RPC_STATUSES.join(', ')}`);
-    }
-    return c.json(rpc.list(deviceId, q, status as RpcStatus | undefined));
-  });
+  app.get(
+    '/persistent/device/:deviceId',
+    user,
+    requireDevice(devices, 'read', 'deviceId', shared),
+    (c) => {
+      const deviceId = requireUuid(c.req.param('deviceId'), 'deviceId');
+      const q = parsePageQuery(queryRecord(c), RPC_SORT);
+      const status = c.req.query('rpcStatus') || undefined;
+      if (status !== undefined && !(RPC_STATUSES as readonly string[]).includes(status)) {
+        throw new ValidationError(`rpcStatus must be one of ${RPC_STATUSES.join(', ')}`);
+      }
+      return c.json(rpc.list(deviceId, q, status as RpcStatus | undefined));
+    },
+  );
 
   app.delete('/persistent/:rpcId', user, (c) => {
     const found = persistent(requireUuid(c.req.param('rpcId'), 'rpcId'), c.var.principal);
-    assertCanWriteDevice(c.var.principal, devices.owner(found.deviceId.id));
+    assertCanWriteDevice(c.var.principal, devices.owner(found.deviceId.id), shared);
     rpc.delete(found.id.id);
     return c.body(null, 200);
   });

@@ -1,4 +1,5 @@
 import { type Context, Hono } from 'hono';
+import type { SharedDeviceAccess } from '../../auth/authorization.js';
 import { requireUuid } from '../../common/entity.js';
 import type { DeviceService } from '../../devices/device-service.js';
 import { ValidationError } from '../../errors.js';
@@ -17,12 +18,14 @@ export function telemetryRoutes(deps: {
   telemetry: TelemetryService;
   devices: Pick<DeviceService, 'owner'>;
   requireUser: RequireUser;
+  /** Access through shared groups (`deviceAccess`); nothing shared without it. */
+  shared?: SharedDeviceAccess;
 }) {
   const { telemetry } = deps;
   const app = new Hono<HttpEnv>();
   const user = deps.requireUser;
-  const read = requireDevice(deps.devices, 'read');
-  const write = requireDevice(deps.devices, 'write');
+  const read = requireDevice(deps.devices, 'read', 'id', deps.shared);
+  const write = requireDevice(deps.devices, 'write', 'id', deps.shared);
   const deviceId = (raw: string) => requireUuid(raw, 'deviceId');
 
   app.get('/DEVICE/:id/keys/timeseries', user, read, (c) =>

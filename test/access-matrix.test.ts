@@ -1,0 +1,257 @@
+/**
+ * The access matrix: every REST endpoint that takes an entity id, called by each kind of caller
+ * on each kind of entity, with the exact status expected (platform reference §6.2–6.3, issue 6).
+ *
+ * A new endpoint joins by adding a row to `ROWS`: method, path template (`{id}` is the target),
+ * body, the target set, and one status per caller and target, in the order of that set. Rows run
+ * concurrently (two RPC rows wait for the 5 s minimum RPC timeout); every row must leave the
+ * fixture as it found it, so destructive calls (delete, owner change) stay out of this file.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
+import { activateUser, createCustomer, createUser } from './helpers/users.js';
+
+type Caller = 'tenantAdmin' | 'userA' | 'userB';
+const CALLERS: readonly Caller[] = ['tenantAdmin', 'userA', 'userB'];
+
+/** The entities a row is called on; each row's statuses follow this order. */
+const TARGETS = {
+  /** Owned by the tenant; owned by customer A; tenant devices in groups shared with B. */
+  device: ['deviceTenant', 'deviceA', 'deviceSharedReadB', 'deviceSharedWriteB'],
+  /** A tenant dashboard; one assigned to A; one in a DASHBOARD group shared with B (read). */
+  dashboard: ['dashboardTenant', 'dashboardA', 'dashboardSharedB'],
+  /** The groups shared with B (read, write) and a tenant group shared with nobody. */
+  group: ['groupReadB', 'groupWriteB', 'groupPrivate'],
+} as const;
+type TargetSet = keyof typeof TARGETS;
+
+interface Row {
+  readonly method: 'GET' | 'POST' | 'DELETE';
+  /** `{id}` is replaced by the target's id. */
+  readonly path: string;
+  readonly body?: unknown;
+  readonly on: TargetSet;
+  /** Status per caller, one per target of `on`, in the order of `TARGETS[on]`. */
+  readonly expect: Readonly<Record<Caller, readonly number[]>>;
+}
+
+// Device access: read = the caller may see the device, write = it may also change it.
+const READ = {
+  tenantAdmin: [200, 200, 200, 200],
+  userA: [404, 200, 404, 404],
+  userB: [404, 404, 200, 200],
+};
+const WRITE = {
+  tenantAdmin: [200, 200, 200, 200],
+  userA: [404, 200, 404, 404],
+  userB: [404, 404, 403, 200],
+};
+/** A call the device never answers (no session): the RPC expires after the minimum timeout. */
+const RPC_TIMEOUT = {
+  tenantAdmin: [504, 504, 504, 504],
+  userA: [404, 504, 404, 404],
+  userB: [404, 404, 403, 504],
+};
+const DASHBOARD_READ = {
+  tenantAdmin: [200, 200, 200],
+  userA: [404, 200, 404],
+  userB: [404, 404, 200],
+};
+const GROUP_READ = { tenantAdmin: [200, 200, 200], userA: [404, 404, 404], userB: [200, 200, 404] };
+const GROUP_WRITE = {
+  tenantAdmin: [200, 200, 200],
+  userA: [404, 404, 404],
+  userB: [403, 403, 404],
+};
+
+const TELEMETRY = '/api/plugins/telemetry/DEVICE/{id}';
+const RPC = { method: 'setGpio', params: { pin: 1 }, timeout: 100 };
+
+export const ROWS: readonly Row[] = [
+  { method: 'GET', path: '/api/device/{id}', on: 'device', expect: READ },
+  // Credentials let their holder act as the device: write access (a read-only share is 403).
+  { method: 'GET', path: '/api/device/{id}/credentials', on: 'device', expect: WRITE },
+  { method: 'GET', path: `${TELEMETRY}/keys/timeseries`, on: 'device', expect: READ },
+  {
+    method: 'GET',
+    path: `${TELEMETRY}/values/timeseries?keys=temperature&startTs=0&endTs=4102444800000`,
+    on: 'device',
+    expect: READ,
+  },
+  {
+    method: 'POST',
+    path: `${TELEMETRY}/timeseries/ANY`,
+    body: { humidity: 40 },
+    on: 'device',
+    expect: WRITE,
+  },
+  {
+    method: 'POST',
+    path: `${TELEMETRY}/timeseries/ANY/3600`,
+    body: { humidity: 41 },
+    on: 'device',
+    expect: WRITE,
+  },
+  {
+    method: 'DELETE',
+    path: `${TELEMETRY}/timeseries/delete?keys=humidity&deleteAllDataForKeys=true`,
+    on: 'device',
+    expect: WRITE,
+  },
+  { method: 'GET', path: `${TELEMETRY}/keys/attributes`, on: 'device', expect: READ },
+  { method: 'GET', path: `${TELEMETRY}/keys/attributes/SERVER_SCOPE`, on: 'device', expect: READ },
+  { method: 'GET', path: `${TELEMETRY}/values/attributes?keys=mode`, on: 'device', expect: READ },
+  {
+    method: 'GET',
+    path: `${TELEMETRY}/values/attributes/SERVER_SCOPE?keys=mode`,
+    on: 'device',
+    expect: READ,
+  },
+  {
+    method: 'POST',
+    path: `${TELEMETRY}/attributes/SERVER_SCOPE`,
+    body: { mode: 'eco' },
+    on: 'device',
+    expect: WRITE,
+  },
+  {
+    method: 'POST',
+    path: `${TELEMETRY}/SHARED_SCOPE`,
+    body: { target: 21 },
+    on: 'device',
+    expect: WRITE,
+  },
+  { method: 'DELETE', path: `${TELEMETRY}/SERVER_SCOPE?keys=stale`, on: 'device', expect: WRITE },
+  { method: 'POST', path: '/api/rpc/oneway/{id}', body: RPC, on: 'device', expect: RPC_TIMEOUT },
+  { method: 'POST', path: '/api/rpc/twoway/{id}', body: RPC, on: 'device', expect: RPC_TIMEOUT },
+  // A persistent RPC is queued and answered at once with its id.
+  {
+    method: 'POST',
+    path: '/api/rpc/oneway/{id}',
+    body: { ...RPC, persistent: true },
+    on: 'device',
+    expect: WRITE,
+  },
+  {
+    method: 'GET',
+    path: '/api/rpc/persistent/device/{id}?pageSize=10&page=0',
+    on: 'device',
+    expect: READ,
+  },
+
+  { method: 'GET', path: '/api/dashboard/{id}', on: 'dashboard', expect: DASHBOARD_READ },
+  { method: 'GET', path: '/api/dashboard/info/{id}', on: 'dashboard', expect: DASHBOARD_READ },
+
+  { method: 'GET', path: '/api/entityGroup/{id}', on: 'group', expect: GROUP_READ },
+  {
+    method: 'GET',
+    path: '/api/entityGroup/{id}/entities?pageSize=10&page=0',
+    on: 'group',
+    expect: GROUP_READ,
+  },
+  // Empty lists: the status is the access decision, and the fixture stays as it is.
+  {
+    method: 'POST',
+    path: '/api/entityGroup/{id}/addEntities',
+    body: [],
+    on: 'group',
+    expect: GROUP_WRITE,
+  },
+  {
+    method: 'POST',
+    path: '/api/entityGroup/{id}/deleteEntities',
+    body: [],
+    on: 'group',
+    expect: GROUP_WRITE,
+  },
+];
+
+describe('access matrix: every id-taking REST endpoint × caller × entity', {
+  concurrency: true,
+}, () => {
+  let t: TestGateway;
+  const tokens = {} as Record<Caller, string>;
+  const ids = {} as Record<(typeof TARGETS)[TargetSet][number], string>;
+
+  before(async () => {
+    t = await startGateway();
+    const admin = await t.adminToken();
+    const json = async (path: string, body: unknown): Promise<{ id: { id: string } }> => {
+      const res = await t.api(path, { body, token: admin });
+      assert.equal(res.status, 200, `${path}: ${await res.clone().text()}`);
+      return (await res.json()) as { id: { id: string } };
+    };
+    const post = async (path: string, body?: unknown) => {
+      const res = await t.api(path, { method: 'POST', body, token: admin });
+      assert.equal(res.status, 200, `${path}: ${await res.text()}`);
+    };
+    const customerA = await createCustomer(t, 'Customer A');
+    const customerB = await createCustomer(t, 'Customer B');
+    tokens.tenantAdmin = admin;
+    tokens.userA = await activateUser(
+      t,
+      await createUser(t, 'a@example.com', customerA),
+      'password-a-1',
+    );
+    tokens.userB = await activateUser(
+      t,
+      await createUser(t, 'b@example.com', customerB),
+      'password-b-1',
+    );
+
+    for (const name of TARGETS.device) ids[name] = (await createDevice(t, name)).id;
+    await post(`/api/owner/CUSTOMER/${customerA}/DEVICE/${ids.deviceA}`);
+    for (const name of TARGETS.dashboard)
+      ids[name] = (await json('/api/dashboard', { title: name })).id.id;
+    await post(`/api/customer/${customerA}/dashboard/${ids.dashboardA}`);
+
+    const group = async (
+      name: string,
+      type: string,
+      members: string[],
+      readElseWrite?: boolean,
+    ) => {
+      const id = (await json('/api/entityGroup', { name, type })).id.id;
+      await post(`/api/entityGroup/${id}/addEntities`, members);
+      if (readElseWrite !== undefined) {
+        const ownerId = { entityType: 'CUSTOMER', id: customerB };
+        await post(`/api/entityGroup/${id}/share`, { ownerId, allUserGroup: true, readElseWrite });
+      }
+      return id;
+    };
+    ids.groupReadB = await group('Read for B', 'DEVICE', [ids.deviceSharedReadB], true);
+    ids.groupWriteB = await group('Write for B', 'DEVICE', [ids.deviceSharedWriteB], false);
+    ids.groupPrivate = await group('Private', 'DEVICE', [ids.deviceTenant]);
+    await group('Boards for B', 'DASHBOARD', [ids.dashboardSharedB], true);
+  });
+  after(() => t.close());
+
+  for (const row of ROWS) {
+    it(`${row.method} ${row.path}`, async () => {
+      const targets = TARGETS[row.on];
+      const actual = {} as Record<Caller, number[]>;
+      await Promise.all(
+        CALLERS.map(async (caller) => {
+          assert.equal(
+            row.expect[caller].length,
+            targets.length,
+            `${caller}: one status per target`,
+          );
+          actual[caller] = await Promise.all(
+            targets.map(async (target) => {
+              const res = await t.api(row.path.replace('{id}', ids[target]), {
+                method: row.method,
+                body: row.body,
+                token: tokens[caller],
+              });
+              await res.arrayBuffer();
+              return res.status;
+            }),
+          );
+        }),
+      );
+      assert.deepEqual(actual, row.expect, `columns: ${targets.join(', ')}`);
+    });
+  }
+});
