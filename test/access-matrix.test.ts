@@ -1,11 +1,14 @@
 /**
- * The access matrix: every REST endpoint that takes an entity id, called by each kind of caller
+ * The access matrix: every REST endpoint, called by each kind of caller
  * on each kind of entity, with the exact status expected (platform reference §6.2–6.3, issue 6).
  *
  * A new endpoint joins by adding a row to `ROWS`: method, path template (`{id}` is the target),
- * body, the target set, and one status per caller and target, in the order of that set. Rows run
- * concurrently (two RPC rows wait for the 5 s minimum RPC timeout); every row must leave the
- * fixture as it found it, so destructive calls (delete, owner change) stay out of this file.
+ * body, the target set, and one status per caller and target, in the order of that set. Path and
+ * body may also name the fixture's other entities (`{A}`, `{B}`, `{tenant}`, `{userA}`); an
+ * endpoint that takes no entity id runs on the pseudo-target set `none`. Rows run concurrently
+ * (two RPC rows wait for the 5 s minimum RPC timeout); every row must leave the fixture as it
+ * found it, so a destructive call (delete, update, owner change) sets `fresh`: each cell then
+ * runs on its own throwaway device, made by the tenant admin to stand in for the target.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -23,6 +26,8 @@ const TARGETS = {
   dashboard: ['dashboardTenant', 'dashboardA', 'dashboardSharedB'],
   /** The groups shared with B (read, write) and a tenant group shared with nobody. */
   group: ['groupReadB', 'groupWriteB', 'groupPrivate'],
+  /** Endpoints that take no entity id (lists, or ids of customers and users in the path). */
+  none: ['-'],
 } as const;
 type TargetSet = keyof typeof TARGETS;
 
@@ -32,6 +37,8 @@ interface Row {
   readonly path: string;
   readonly body?: unknown;
   readonly on: TargetSet;
+  /** Each cell gets its own device like the target (`on: 'device'` only): destructive calls. */
+  readonly fresh?: true;
   /** Status per caller, one per target of `on`, in the order of `TARGETS[on]`. */
   readonly expect: Readonly<Record<Caller, readonly number[]>>;
 }
@@ -65,7 +72,23 @@ const GROUP_WRITE = {
   userB: [403, 403, 404],
 };
 
+/** Device-management calls of the tenant (delete, credentials change, owner change, assign). */
+const MANAGE = {
+  tenantAdmin: [200, 200, 200, 200],
+  userA: [404, 403, 404, 404],
+  userB: [404, 404, 403, 403],
+};
+/** Unassign also refuses a device the tenant owns (nothing to unassign): 400. */
+const UNASSIGN = { ...MANAGE, tenantAdmin: [400, 200, 400, 400] };
+/** Status per caller for a row `on: 'none'`. */
+const ANY = (tenantAdmin: number, userA: number, userB: number) => ({
+  tenantAdmin: [tenantAdmin],
+  userA: [userA],
+  userB: [userB],
+});
+
 const TELEMETRY = '/api/plugins/telemetry/DEVICE/{id}';
+const PAGE = 'pageSize=10&page=0';
 const RPC = { method: 'setGpio', params: { pin: 1 }, timeout: 100 };
 
 export const ROWS: readonly Row[] = [
@@ -165,14 +188,119 @@ export const ROWS: readonly Row[] = [
     on: 'group',
     expect: GROUP_WRITE,
   },
+
+  // Destructive device calls: one throwaway device per cell.
+  { method: 'DELETE', path: '/api/device/{id}', on: 'device', fresh: true, expect: MANAGE },
+  {
+    method: 'POST',
+    path: '/api/device',
+    body: { id: { entityType: 'DEVICE', id: '{id}' }, name: 'renamed-{id}' },
+    on: 'device',
+    fresh: true,
+    expect: WRITE,
+  },
+  {
+    method: 'POST',
+    path: '/api/device/credentials',
+    body: {
+      deviceId: { entityType: 'DEVICE', id: '{id}' },
+      credentialsType: 'ACCESS_TOKEN',
+      credentialsId: 'tok-{id}',
+    },
+    on: 'device',
+    fresh: true,
+    expect: MANAGE,
+  },
+  {
+    method: 'POST',
+    path: '/api/owner/CUSTOMER/{A}/DEVICE/{id}',
+    on: 'device',
+    fresh: true,
+    expect: MANAGE,
+  },
+  {
+    method: 'POST',
+    path: '/api/owner/TENANT/{tenant}/DEVICE/{id}',
+    on: 'device',
+    fresh: true,
+    expect: MANAGE,
+  },
+  {
+    method: 'POST',
+    path: '/api/customer/{B}/device/{id}',
+    on: 'device',
+    fresh: true,
+    expect: MANAGE,
+  },
+  {
+    method: 'DELETE',
+    path: '/api/customer/device/{id}',
+    on: 'device',
+    fresh: true,
+    expect: UNASSIGN,
+  },
+
+  // Endpoints without a device, dashboard or group id.
+  { method: 'GET', path: `/api/customers?${PAGE}`, on: 'none', expect: ANY(200, 403, 403) },
+  { method: 'GET', path: '/api/customer/{A}', on: 'none', expect: ANY(200, 200, 404) },
+  { method: 'GET', path: '/api/customer/{B}', on: 'none', expect: ANY(200, 404, 200) },
+  { method: 'GET', path: `/api/users?${PAGE}`, on: 'none', expect: ANY(200, 200, 200) },
+  { method: 'GET', path: '/api/user/{userA}', on: 'none', expect: ANY(200, 200, 404) },
+  {
+    method: 'GET',
+    path: `/api/customer/{A}/users?${PAGE}`,
+    on: 'none',
+    expect: ANY(200, 200, 404),
+  },
+  { method: 'GET', path: `/api/audit/logs?${PAGE}`, on: 'none', expect: ANY(200, 403, 403) },
+  { method: 'GET', path: `/api/deviceProfiles?${PAGE}`, on: 'none', expect: ANY(200, 403, 403) },
+  // @NOTE: infos (name, type, image) are open to customer users, as in ThingsBoard, whose UI
+  // needs them to show a customer's devices; the full profiles stay the tenant's.
+  {
+    method: 'GET',
+    path: `/api/deviceProfileInfos?${PAGE}`,
+    on: 'none',
+    expect: ANY(200, 200, 200),
+  },
+  { method: 'GET', path: `/api/otaPackages?${PAGE}`, on: 'none', expect: ANY(200, 403, 403) },
+  { method: 'GET', path: `/api/tenant/devices?${PAGE}`, on: 'none', expect: ANY(200, 403, 403) },
+  {
+    method: 'GET',
+    path: `/api/customer/{A}/devices?${PAGE}`,
+    on: 'none',
+    expect: ANY(200, 200, 404),
+  },
+  {
+    method: 'GET',
+    path: `/api/customer/{B}/devices?${PAGE}`,
+    on: 'none',
+    expect: ANY(200, 404, 200),
+  },
+  { method: 'GET', path: `/api/tenant/dashboards?${PAGE}`, on: 'none', expect: ANY(200, 403, 403) },
+  {
+    method: 'GET',
+    path: `/api/customer/{A}/dashboards?${PAGE}`,
+    on: 'none',
+    expect: ANY(200, 200, 404),
+  },
+  {
+    method: 'GET',
+    path: `/api/customer/{B}/dashboards?${PAGE}`,
+    on: 'none',
+    expect: ANY(200, 404, 200),
+  },
 ];
 
-describe('access matrix: every id-taking REST endpoint × caller × entity', {
+describe('access matrix: every REST endpoint × caller × entity', {
   concurrency: true,
 }, () => {
   let t: TestGateway;
   const tokens = {} as Record<Caller, string>;
   const ids = {} as Record<(typeof TARGETS)[TargetSet][number], string>;
+  /** The fixture's other entities, by their placeholder in paths and bodies. */
+  const refs = {} as Record<'A' | 'B' | 'tenant' | 'userA', string>;
+  /** Makes a device that stands in for a device target (tenant-owned, owned by A, or shared). */
+  let throwaway: (target: string) => Promise<string>;
 
   before(async () => {
     t = await startGateway();
@@ -189,11 +317,10 @@ describe('access matrix: every id-taking REST endpoint × caller × entity', {
     const customerA = await createCustomer(t, 'Customer A');
     const customerB = await createCustomer(t, 'Customer B');
     tokens.tenantAdmin = admin;
-    tokens.userA = await activateUser(
-      t,
-      await createUser(t, 'a@example.com', customerA),
-      'password-a-1',
-    );
+    refs.A = customerA;
+    refs.B = customerB;
+    refs.userA = await createUser(t, 'a@example.com', customerA);
+    tokens.userA = await activateUser(t, refs.userA, 'password-a-1');
     tokens.userB = await activateUser(
       t,
       await createUser(t, 'b@example.com', customerB),
@@ -224,6 +351,20 @@ describe('access matrix: every id-taking REST endpoint × caller × entity', {
     ids.groupWriteB = await group('Write for B', 'DEVICE', [ids.deviceSharedWriteB], false);
     ids.groupPrivate = await group('Private', 'DEVICE', [ids.deviceTenant]);
     await group('Boards for B', 'DASHBOARD', [ids.dashboardSharedB], true);
+
+    const me = await t.api('/api/auth/user', { token: admin });
+    refs.tenant = ((await me.json()) as { tenantId: { id: string } }).tenantId.id;
+    // @NOTE: shared throwaways join the fixture's shared groups; rows only assert statuses, so the
+    // extra members change no other row's result.
+    throwaway = async (target) => {
+      const id = (await createDevice(t, `${target}-${crypto.randomUUID()}`)).id;
+      if (target === 'deviceA') await post(`/api/owner/CUSTOMER/${customerA}/DEVICE/${id}`);
+      if (target === 'deviceSharedReadB')
+        await post(`/api/entityGroup/${ids.groupReadB}/addEntities`, [id]);
+      if (target === 'deviceSharedWriteB')
+        await post(`/api/entityGroup/${ids.groupWriteB}/addEntities`, [id]);
+      return id;
+    };
   });
   after(() => t.close());
 
@@ -240,9 +381,15 @@ describe('access matrix: every id-taking REST endpoint × caller × entity', {
           );
           actual[caller] = await Promise.all(
             targets.map(async (target) => {
-              const res = await t.api(row.path.replace('{id}', ids[target]), {
+              const id = row.fresh ? await throwaway(target) : ids[target];
+              const fill = (text: string) =>
+                text.replace(/\{(id|A|B|tenant|userA)\}/g, (_, name: keyof typeof refs | 'id') =>
+                  name === 'id' ? id : refs[name],
+                );
+              const res = await t.api(fill(row.path), {
                 method: row.method,
-                body: row.body,
+                body:
+                  row.body === undefined ? undefined : JSON.parse(fill(JSON.stringify(row.body))),
                 token: tokens[caller],
               });
               await res.arrayBuffer();

@@ -8,6 +8,8 @@ import type { HttpEnv } from './context.js';
 type NodeServer = ReturnType<typeof createAdaptorServer> & {
   closeAllConnections?: () => void;
   closeIdleConnections?: () => void;
+  keepAliveTimeout?: number;
+  headersTimeout?: number;
 };
 
 /** Owns the HTTP listener of a Hono app. */
@@ -20,6 +22,11 @@ export class HttpServer {
 
   async start(): Promise<number> {
     const server = createAdaptorServer({ fetch: this.deps.app.fetch }) as NodeServer;
+    // @NOTE: keep idle keep-alive connections open longer than clients do (undici: 4 s, most
+    // SDKs: less), so the client, not the server, closes them; a server-side close racing a
+    // reused connection makes the client's next request fail.
+    server.keepAliveTimeout = 65_000;
+    server.headersTimeout = 66_000;
     this.#server = server;
     server.on('clientError', (err, socket) => {
       this.deps.log.debug({ err }, 'http client error');

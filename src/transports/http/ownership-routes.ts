@@ -104,10 +104,13 @@ export function ownershipRoutes(deps: {
     requireUser,
     (c) => {
       const principal = c.var.principal;
-      assertTenantAdmin(principal);
       const ownerId = requireUuid(c.req.param('ownerId'), 'ownerId');
       const entityType = c.req.param('entityType');
       const entityId = requireUuid(c.req.param('entityId'), 'entityId');
+      // A device the caller cannot see is 404, one it can see but not manage 403.
+      if (entityType === 'DEVICE')
+        assertCanManageDevice(principal, devices.owner(entityId), shared);
+      else assertTenantAdmin(principal);
       let customerId: string | null = null;
       if (c.req.param('ownerType') === 'CUSTOMER') customerId = ownerId;
       else if (ownerId !== principal.tenantId)
