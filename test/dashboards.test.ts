@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { customerUserToken, insertCustomer } from './helpers/customer-user.js';
 import { startGateway, type TestGateway } from './helpers/gateway.js';
+import { activateUser, createCustomer, createUser } from './helpers/users.js';
 
 interface DashboardJson {
   id: { entityType: string; id: string };
@@ -314,10 +314,14 @@ describe('dashboards REST API', () => {
     let internal: DashboardJson;
 
     before(async () => {
-      acme = insertCustomer(t, 'Acme');
-      globex = insertCustomer(t, 'Globex');
-      acmeUser = await customerUserToken(t, acme, 'user@acme.test');
-      globexUser = await customerUserToken(t, globex, 'user@globex.test');
+      acme = await createCustomer(t, 'Acme');
+      globex = await createCustomer(t, 'Globex');
+      acmeUser = await activateUser(t, await createUser(t, 'user@acme.test', acme), 'acme-pass-1');
+      globexUser = await activateUser(
+        t,
+        await createUser(t, 'user@globex.test', globex),
+        'globex-pass-1',
+      );
       shared = await create(thermostats('Shared'));
       internal = await create(thermostats('Internal'));
     });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { customerUserToken, insertCustomer } from './helpers/customer-user.js';
 import { startGateway, type TestGateway } from './helpers/gateway.js';
+import { activateUser, createCustomer, createUser } from './helpers/users.js';
 
 interface ProfileJson {
   id: { entityType: string; id: string };
@@ -446,7 +446,12 @@ describe('device profiles REST API', () => {
         token,
       });
       assert.equal(dev.status, 200);
-      customerUser = await customerUserToken(t2, insertCustomer(t2, 'Acme'), 'user@acme.test');
+      const acme = await createCustomer(t2, 'Acme');
+      customerUser = await activateUser(
+        t2,
+        await createUser(t2, 'user@acme.test', acme),
+        'acme-pass-1',
+      );
     });
     after(() => t2.close());
     const page = async <T>(path: string, as = token) => {
