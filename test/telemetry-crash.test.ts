@@ -100,7 +100,9 @@ describe('crash safety of acknowledged telemetry', () => {
     assert.ok(acked.size >= 3000, `only ${acked.size} points acknowledged`);
     assert.ok(seq > acked.size, 'requests were in flight when the process died');
 
-    // Straight after the crash: the file recovers, is intact, and holds every acknowledged point.
+    // Straight after the crash: the file recovers, is intact, and holds every acknowledged point,
+    // moved into ts_kv or still in the stage table (both are committed).
+    const committed = `SELECT key_id, ts FROM ts_kv UNION ALL SELECT key_id, ts FROM ts_kv_stage`;
     {
       const db = new Database(join(dir, DB_FILE));
       try {
@@ -108,7 +110,9 @@ describe('crash safety of acknowledged telemetry', () => {
         const stored = new Set(
           (
             db
-              .prepare("SELECT ts FROM ts_kv JOIN ts_key k ON k.id = key_id WHERE k.key = 'v'")
+              .prepare(
+                `SELECT ts FROM (${committed}) JOIN ts_key k ON k.id = key_id WHERE k.key = 'v'`,
+              )
               .all() as Array<{ ts: number }>
           ).map((r) => r.ts),
         );
@@ -116,7 +120,7 @@ describe('crash safety of acknowledged telemetry', () => {
         assert.deepEqual(missing, [], `${missing.length} acknowledged points lost`);
         // Payloads are atomic: both keys of every stored ts exist.
         const perKey = db
-          .prepare('SELECT key_id, count(*) AS n FROM ts_kv GROUP BY key_id')
+          .prepare(`SELECT key_id, count(*) AS n FROM (${committed}) GROUP BY key_id`)
           .all() as Array<{ n: number }>;
         assert.equal(perKey.length, 2);
         assert.equal(perKey[0].n, perKey[1].n);
@@ -135,6 +139,15 @@ describe('crash safety of acknowledged telemetry', () => {
     assert.equal(res.status, 200);
     const body = (await res.json()) as { v: Array<{ value: string }> };
     assert.ok(Number(body.v[0].value) >= acked.size);
+    // The restart moved the staged points into the time-series table.
+    {
+      const db = new Database(join(dir, DB_FILE), { readonly: true });
+      try {
+        assert.equal(db.prepare('SELECT count(*) FROM ts_kv_stage').pluck().get(), 0);
+      } finally {
+        db.close();
+      }
+    }
     // And it keeps accepting telemetry.
     const more = await fetch(`${second.base}/api/v1/crash-device-token/telemetry`, {
       method: 'POST',

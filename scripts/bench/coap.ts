@@ -16,7 +16,6 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import Database from 'better-sqlite3';
 import { Agent, type IncomingMessage, request } from 'coap';
 import {
   buildBundle,
@@ -27,6 +26,7 @@ import {
   machineCpu,
   profilerEnv,
   startGatewayProcess,
+  storedPoints,
 } from './mqtt-support.js';
 
 const KEYS_PER_MESSAGE = 3;
@@ -267,12 +267,7 @@ async function main(): Promise<void> {
       console.log(`    cpu profile: ${join(profDir, 'gateway.cpuprofile')}`);
     }
     await sleep(profDir ? 2000 : 500);
-    const db = new Database(join(gw.dataDir, 'edge-gateway.db'), {
-      readonly: true,
-      fileMustExist: true,
-    });
-    const points = (db.prepare('SELECT count(*) AS n FROM ts_kv').get() as { n: number }).n;
-    db.close();
+    const points = storedPoints(gw.dataDir);
     // A timed-out request may still have been stored; only then can there be more points.
     const verified = points === KEYS_PER_MESSAGE * ok;
     console.log(

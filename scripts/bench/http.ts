@@ -9,16 +9,15 @@
  *   npm run bench:http [-- --connections 50 --duration 10]
  */
 
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import Database from 'better-sqlite3';
 import {
   buildBundle,
   createDevices,
   loadAverage,
   rssMiB,
   startGatewayProcess,
+  storedPoints,
 } from './mqtt-support.js';
 
 const { values: args } = parseArgs({
@@ -29,15 +28,6 @@ const { values: args } = parseArgs({
 });
 const connections = Number(args.connections);
 const duration = Number(args.duration);
-
-function storedPoints(dataDir: string): number {
-  const db = new Database(join(dataDir, 'edge-gateway.db'), { readonly: true });
-  try {
-    return (db.prepare('SELECT count(*) AS n FROM ts_kv').get() as { n: number }).n;
-  } finally {
-    db.close();
-  }
-}
 
 async function main(): Promise<void> {
   buildBundle();

@@ -11,6 +11,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
 import {
   BUNDLE,
   type GatewayProcess,
@@ -227,4 +228,23 @@ export function machineCpu(): { busy: number; total: number } {
   const total = v.reduce((a, b) => a + b, 0);
   const idle = v[3] + v[4];
   return { busy: (total - idle) / 100, total: total / 100 };
+}
+
+/**
+ * Committed telemetry points in a gateway's SQLite file, opened read-only: those moved into
+ * `ts_kv` and those still in the stage table.
+ */
+export function storedPoints(dataDir: string): number {
+  const db = new Database(join(dataDir, 'edge-gateway.db'), {
+    readonly: true,
+    fileMustExist: true,
+  });
+  try {
+    return db
+      .prepare('SELECT (SELECT count(*) FROM ts_kv) + (SELECT count(*) FROM ts_kv_stage)')
+      .pluck()
+      .get() as number;
+  } finally {
+    db.close();
+  }
 }

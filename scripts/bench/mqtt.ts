@@ -21,7 +21,6 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import Database from 'better-sqlite3';
 import { connect, type MqttClient } from 'mqtt';
 import {
   buildBundle,
@@ -32,6 +31,7 @@ import {
   machineCpu,
   profilerEnv,
   startGatewayProcess,
+  storedPoints,
 } from './mqtt-support.js';
 
 const TOPIC = 'v1/devices/me/telemetry';
@@ -391,19 +391,6 @@ async function startMosquitto(): Promise<
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Stored points, counted in the gateway's SQLite file opened read-only. */
-function storedPoints(dataDir: string): number {
-  const db = new Database(join(dataDir, 'edge-gateway.db'), {
-    readonly: true,
-    fileMustExist: true,
-  });
-  try {
-    return (db.prepare('SELECT count(*) AS n FROM ts_kv').get() as { n: number }).n;
-  } finally {
-    db.close();
-  }
 }
 
 async function main(): Promise<void> {

@@ -90,8 +90,9 @@ async function fixture(cfg: Partial<Config['telemetry']> = {}): Promise<Fixture>
 }
 
 const history = (params: Record<string, string>) => parseTimeseriesQuery(params);
-const count = (db: Db, sql = 'SELECT count(*) AS n FROM ts_kv') =>
-  (db.prepare(sql).get() as { n: number }).n;
+/** Committed points by default: moved into `ts_kv` or still staged. */
+const COMMITTED = 'SELECT (SELECT count(*) FROM ts_kv) + (SELECT count(*) FROM ts_kv_stage) AS n';
+const count = (db: Db, sql = COMMITTED) => (db.prepare(sql).get() as { n: number }).n;
 
 describe('ingest and group commit', () => {
   let f: Fixture;
@@ -247,6 +248,7 @@ describe('storage, overwrite and latest values', () => {
       s: [{ ts: 1000, value: 'hi' }],
       j: [{ ts: 1000, value: { a: [1, 2] } }],
     });
+    f.telemetry.flush();
     const types = f.db
       .prepare('SELECT typeof(dbl_v) AS d FROM ts_kv WHERE ts = 1000 AND dbl_v IS NOT NULL')
       .get() as { d: string };
@@ -641,6 +643,128 @@ describe('restart and deletes', () => {
       0,
     );
     assert.equal(f.telemetry.stats.points, 1);
+  });
+});
+
+describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
+  const staged = (f: Fixture) => count(f.db, 'SELECT count(*) AS n FROM ts_kv_stage');
+
+  it('an acknowledged point is staged, readable at once, and moved with exact counts', async () => {
+    const f = await fixture();
+    try {
+      const d = f.device('st-read');
+      await f.telemetry.ingest(d, '[{"ts":1000,"values":{"a":1}},{"ts":2000,"values":{"a":2}}]');
+      assert.equal(staged(f), 2, 'the commit staged both points');
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 0);
+      // A read of the history moves them first.
+      const rows = f.telemetry.query(d.id, history({ keys: 'a', startTs: '0', endTs: '5000' }));
+      assert.deepEqual(
+        rows.a.map((r) => r.value),
+        ['2', '1'],
+      );
+      assert.equal(staged(f), 0);
+      assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 2);
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('a staged point overwrites a moved one and is not counted twice', async () => {
+    const f = await fixture();
+    try {
+      const d = f.device('st-over');
+      await f.telemetry.ingest(d, '[{"ts":1000,"values":{"a":1}},{"ts":2000,"values":{"a":2}}]');
+      f.telemetry.flush();
+      // One overwrite, one new point, and a ts written twice within the stage.
+      await f.telemetry.ingest(d, '{"ts":1000,"values":{"a":"one"}}');
+      await f.telemetry.ingest(d, '{"ts":3000,"values":{"a":3}}');
+      await f.telemetry.ingest(d, '{"ts":3000,"values":{"a":true}}');
+      assert.equal(staged(f), 3);
+      assert.equal(f.telemetry.devicePoints(d.id), 3);
+      const rows = f.telemetry.query(
+        d.id,
+        history({ keys: 'a', startTs: '0', endTs: '5000', orderBy: 'ASC' }),
+      );
+      assert.deepEqual(
+        rows.a.map((r) => [r.ts, r.value]),
+        [
+          [1000, 'one'],
+          [2000, '2'],
+          [3000, 'true'],
+        ],
+      );
+      assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 3);
+      assert.equal(f.telemetry.stats.points, 3);
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('points staged when the process died are moved and counted at the next start', async () => {
+    const f = await fixture();
+    try {
+      const d = f.device('st-crash');
+      await f.telemetry.ingest(d, '[{"ts":1000,"values":{"a":1}},{"ts":2000,"values":{"a":2}}]');
+      f.telemetry.flush();
+      await f.telemetry.ingest(d, '{"ts":2000,"values":{"a":20}}');
+      await f.telemetry.ingest(d, '{"ts":3000,"values":{"a":3,"b":4}}');
+      assert.equal(staged(f), 3);
+      // No stop(): the connection goes away as in a crash, with the points still staged.
+      f.db.close();
+      await f.reopen();
+      assert.equal(staged(f), 0);
+      assert.equal(f.telemetry.stats.points, 4);
+      assert.equal(f.telemetry.devicePoints(d.id), 4);
+      assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 4);
+      const rows = f.telemetry.query(
+        d.id,
+        history({ keys: 'a', startTs: '0', endTs: '5000', orderBy: 'ASC' }),
+      );
+      assert.deepEqual(
+        rows.a.map((r) => r.value),
+        ['1', '20', '3'],
+      );
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('deleting a device removes its staged points, and the others are still moved exactly', async () => {
+    const f = await fixture();
+    try {
+      const gone = f.device('st-gone');
+      const kept = f.device('st-kept');
+      await Promise.all([
+        f.telemetry.ingest(gone, '{"ts":1000,"values":{"a":1}}'),
+        f.telemetry.ingest(kept, '{"ts":1000,"values":{"a":1}}'),
+      ]);
+      f.devices.delete(gone.id);
+      assert.equal(staged(f), 0, 'the delete moved the rest');
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 1);
+      assert.equal(f.telemetry.stats.points, 1);
+      assert.equal(f.telemetry.devicePoints(kept.id), 1);
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('the writer moves staged points by itself: in slices under load, and a trickle after a while', async () => {
+    const f = await fixture({ batchMaxPoints: 50 });
+    try {
+      const d = f.device('st-auto');
+      const writes = Array.from({ length: 120 }, (_, i) =>
+        f.telemetry.ingest(d, JSON.stringify({ ts: 10_000 + i, values: { a: i } })),
+      );
+      await Promise.all(writes);
+      // One trickle point; the age limit (2 s by default) moves it without any read.
+      await f.telemetry.ingest(d, '{"ts":99999,"values":{"z":1}}');
+      const deadline = Date.now() + 5000;
+      while (staged(f) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(staged(f), 0);
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 121);
+    } finally {
+      await f.close();
+    }
   });
 });
 

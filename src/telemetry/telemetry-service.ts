@@ -133,9 +133,10 @@ export class TelemetryService {
     return await this.#write(device.rid, device.id, points);
   }
 
-  /** Commits pending points now (tests, shutdown). */
+  /** Commits pending points and moves staged ones into the time-series table (tests, shutdown). */
   flush(): void {
     this.#writer?.flush();
+    this.#store?.settle();
   }
 
   /** Runs eviction until every bound holds (tests, benchmarks). */
@@ -144,6 +145,7 @@ export class TelemetryService {
   }
 
   get stats(): { points: number; pending: number; evicted: number; batches: number } {
+    this.#store?.settle();
     return {
       points: this.#store?.totalPoints ?? 0,
       pending: this.#writer?.pending ?? 0,
@@ -154,6 +156,7 @@ export class TelemetryService {
 
   devicePoints(deviceId: string): number {
     const { store } = this.#requireStarted();
+    store.settle();
     return store.devicePoints(this.#device(deviceId).rid);
   }
 

@@ -16,6 +16,14 @@ export interface StoredValue {
 
 export type Aggregation = 'AVG' | 'MIN' | 'MAX' | 'SUM' | 'COUNT';
 
+/** A committed batch in the stage table: its last seq, its points and their counts. */
+interface StagedBatch {
+  readonly hi: number;
+  readonly n: number;
+  /** Points per (device, chunk, key), as `[rid, chunk, keyId, n]`. */
+  readonly counts: ReadonlyMap<string, number[]>;
+}
+
 /** Points of one device for one commit. */
 export interface WriteItem {
   readonly rid: number;
@@ -31,21 +39,6 @@ interface ValueRow {
   json_v: string | null;
 }
 
-interface Series {
-  readonly rid: number;
-  readonly keyId: number;
-  readonly points: TsEntry[];
-  sorted: boolean;
-}
-
-const COLUMN: Record<TsKind, string> = {
-  double: 'dbl_v',
-  long: 'long_v',
-  bool: 'bool_v',
-  string: 'str_v',
-  json: 'json_v',
-};
-
 /**
  * The SQL of the telemetry domain (tables of migration 002). Keeps the key dictionary and the
  * point counts (total and per device) in memory, loaded once by `init()`, so no write or
@@ -57,6 +50,14 @@ export class TelemetryStore {
   readonly #keyNames = new Map<number, string>();
   readonly #perDevice = new Map<number, number>();
   #total = 0;
+  /** Points in `ts_kv_stage`, waiting to be moved into `ts_kv`. */
+  #staged = 0;
+  /** The committed batches in the stage table, oldest first, with their point counts. */
+  #stageBatches: StagedBatch[] = [];
+  /** Staged points per device (bounds are checked before the points are moved). */
+  readonly #stagedPerDevice = new Map<number, number>();
+  /** Staged rows whose counts are not in `#stageBatches` (after a restart or device delete). */
+  #stageUnknown = false;
   readonly #insert = new Map<string, Statement>();
   readonly #s: ReturnType<typeof prepare>;
 
@@ -71,32 +72,54 @@ export class TelemetryStore {
       this.#keyIds.set(r.key, r.id);
       this.#keyNames.set(r.id, r.key);
     }
+    // Points staged before a crash or kill were committed: reloadCounts() moves them now.
     this.reloadCounts();
   }
 
-  /** Reloads the point counts from the chunk table (after a device delete removed rows). */
+  /**
+   * Reloads the point counts from the chunk and stage tables (after a device delete removed
+   * rows).
+   */
   reloadCounts(): void {
+    this.#staged = this.#s.stagedCount.get() as number;
+    this.#stageBatches = [];
+    this.#stageUnknown = this.#staged > 0;
+    this.#stagedPerDevice.clear();
     this.#perDevice.clear();
     this.#total = 0;
     for (const r of this.#s.countsByDevice.all() as Array<{ rid: number; n: number }>) {
       this.#perDevice.set(r.rid, r.n);
       this.#total += r.n;
     }
+    // Staged points of unknown count (after a restart or a device delete): move and count them.
+    this.settle();
   }
 
-  /** Points stored in `ts_kv`, as counted by the chunk table. */
+  /**
+   * Points stored: those in `ts_kv` (as counted by the chunk table) and the staged ones (which
+   * may still overwrite stored points: exact after `settle()`).
+   */
   get totalPoints(): number {
-    return this.#total;
+    return this.#total + this.#staged;
   }
 
+  /** Points committed to the stage table and not yet moved into `ts_kv`. */
+  get stagedPoints(): number {
+    return this.#staged;
+  }
+
+  /** Points of one device, staged ones included (exact after `settle()`). */
   devicePoints(rid: number): number {
-    return this.#perDevice.get(rid) ?? 0;
+    return (this.#perDevice.get(rid) ?? 0) + (this.#stagedPerDevice.get(rid) ?? 0);
   }
 
-  /** Devices with more than `cap` points. */
+  /** Devices with more than `cap` points, staged ones included. */
   devicesOver(cap: number): number[] {
     const out: number[] = [];
-    for (const [rid, n] of this.#perDevice) if (n > cap) out.push(rid);
+    for (const rid of this.#perDevice.keys()) if (this.devicePoints(rid) > cap) out.push(rid);
+    for (const [rid, n] of this.#stagedPerDevice) {
+      if (!this.#perDevice.has(rid) && n > cap) out.push(rid);
+    }
     return out;
   }
 
@@ -109,19 +132,24 @@ export class TelemetryStore {
   }
 
   /**
-   * Writes the points of one batch in one transaction: time series (a repeated device, key and
-   * ts overwrites), latest values and chunk counts. Returns how many new points were stored and
+   * Commits the points of one batch in one transaction: appended to the stage table (moved into
+   * `ts_kv` later by `settle()`), and the latest values. Returns how many points were staged and
    * the devices whose points were dropped because the device no longer exists.
    */
-  write(items: readonly WriteItem[]): { added: number; dropped: ReadonlySet<number> } {
+  write(items: readonly WriteItem[]): { staged: number; dropped: ReadonlySet<number> } {
     const newKeys: string[] = [];
-    const deltas = new Map<number, number>();
+    const counts = new Map<string, number[]>();
     const dropped = new Set<number>();
     try {
-      const added = this.#db.transaction(() => this.#writeTx(items, newKeys, deltas, dropped))();
-      for (const [rid, n] of deltas) this.#perDevice.set(rid, (this.#perDevice.get(rid) ?? 0) + n);
-      this.#total += added;
-      return { added, dropped };
+      const hi = this.#db.transaction(() => this.#stageTx(items, newKeys, counts, dropped))();
+      let staged = 0;
+      for (const c of counts.values()) {
+        staged += c[3];
+        this.#stagedPerDevice.set(c[0], (this.#stagedPerDevice.get(c[0]) ?? 0) + c[3]);
+      }
+      if (staged > 0) this.#stageBatches.push({ hi, n: staged, counts });
+      this.#staged += staged;
+      return { staged, dropped };
     } catch (err) {
       // The dictionary rows rolled back with the batch: forget them.
       for (const key of newKeys) {
@@ -133,27 +161,31 @@ export class TelemetryStore {
     }
   }
 
-  #writeTx(
+  #stageTx(
     items: readonly WriteItem[],
     newKeys: string[],
-    deltas: Map<number, number>,
+    counts: Map<string, number[]>,
     gone: Set<number>,
   ): number {
     const s = this.#s;
-    // Group by series (device, key), in arrival order. Nested maps keep small-integer keys fast.
-    const byDevice = new Map<number, Map<number, Series>>();
+    let hi = 0;
+    const live = new Set<number>();
+    // The newest point of each series (the last written among equal ts) is its latest value.
+    const latest = new Map<number, Map<number, TsEntry>>();
+    const rows: unknown[] = [];
     for (const item of items) {
-      let byKey = byDevice.get(item.rid);
-      if (!byKey) {
+      const { rid } = item;
+      if (!live.has(rid)) {
         // A device deleted while its points waited for the batch: drop them, so that they
         // cannot outlive it (or reappear under a reused rid).
-        if (gone.has(item.rid) || !s.deviceExists.get(item.rid)) {
-          gone.add(item.rid);
+        if (gone.has(rid) || !s.deviceExists.get(rid)) {
+          gone.add(rid);
           continue;
         }
-        byKey = new Map();
-        byDevice.set(item.rid, byKey);
+        live.add(rid);
+        latest.set(rid, new Map());
       }
+      const byKey = latest.get(rid) as Map<number, TsEntry>;
       for (const p of item.points) {
         let keyId = this.#keyIds.get(p.key);
         if (keyId === undefined) {
@@ -162,42 +194,106 @@ export class TelemetryStore {
           this.#keyNames.set(keyId, p.key);
           newKeys.push(p.key);
         }
-        let series = byKey.get(keyId);
-        if (!series) {
-          series = { rid: item.rid, keyId, points: [], sorted: true };
-          byKey.set(keyId, series);
-        } else if (series.sorted && p.ts < series.points[series.points.length - 1].ts) {
-          series.sorted = false;
-        }
-        series.points.push(p);
+        rows.push(rid, keyId, p.ts, KIND_CODE[p.kind], bindValue(p.kind, p.value));
+        const chunk = Math.floor(p.ts / CHUNK_MS);
+        const id = `${rid},${chunk},${keyId}`;
+        const c = counts.get(id);
+        if (c) c[3]++;
+        else counts.set(id, [rid, chunk, keyId, 1]);
+        const newest = byKey.get(keyId);
+        if (!newest || p.ts >= newest.ts) byKey.set(keyId, p);
       }
     }
-    // Series in primary-key order: B-tree pages are visited left to right.
-    const ordered: Series[] = [];
-    for (const rid of [...byDevice.keys()].sort((a, b) => a - b)) {
-      const byKey = byDevice.get(rid) as Map<number, Series>;
-      for (const keyId of [...byKey.keys()].sort((a, b) => a - b)) {
-        ordered.push(byKey.get(keyId) as Series);
-      }
-    }
-    let added = 0;
-    const latestRows: unknown[][] = [];
-    const chunkRows: unknown[][] = [];
-    for (const series of ordered) {
-      // A stable sort: among equal ts the last written stays last and wins.
-      if (!series.sorted) series.points.sort((a, b) => a.ts - b.ts);
-      const n = this.#writeSeries(series, chunkRows);
-      if (n > 0) {
-        deltas.set(series.rid, (deltas.get(series.rid) ?? 0) + n);
-        added += n;
-      }
-      // The newest ts of the series (the last written among equal ts) is its latest value.
-      latestRows.push(
-        latestArgs(series.rid, series.keyId, series.points[series.points.length - 1]),
+    const n = rows.length / STAGE_COLUMNS;
+    for (let p = 0; p < n; ) {
+      const g = groupSize(n - p);
+      hi = Number(
+        this.#statement(`stage:${g}`, () => stageSql(g)).run(
+          rows.slice(p * STAGE_COLUMNS, (p + g) * STAGE_COLUMNS),
+        ).lastInsertRowid,
       );
+      p += g;
+    }
+    // Latest values in primary-key order: B-tree pages are visited left to right.
+    const latestRows: unknown[][] = [];
+    for (const rid of [...latest.keys()].sort((a, b) => a - b)) {
+      const byKey = latest.get(rid) as Map<number, TsEntry>;
+      for (const keyId of [...byKey.keys()].sort((a, b) => a - b)) {
+        latestRows.push(latestArgs(rid, keyId, byKey.get(keyId) as TsEntry));
+      }
     }
     this.#upsertMany('latest', latestRows);
-    this.#upsertMany('chunk', chunkRows);
+    // The seq of the batch's last staged point.
+    return hi;
+  }
+
+  /**
+   * Moves staged points into `ts_kv` in one transaction, whole batches oldest first, at least
+   * one and then up to `maxPoints` (all by default): a repeated device, key and ts overwrites,
+   * the last written wins, and new points are added to the chunk counts. Cheap when nothing is
+   * staged; the writer calls it off the acknowledgement path, and every read of `ts_kv` first.
+   * Returns the number of new points.
+   */
+  settle(maxPoints = Number.POSITIVE_INFINITY): number {
+    if (this.#staged === 0) return 0;
+    const s = this.#s;
+    let take = 0;
+    let moved = 0;
+    if (this.#stageUnknown) take = this.#stageBatches.length;
+    else {
+      while (take < this.#stageBatches.length && (take === 0 || moved < maxPoints)) {
+        moved += this.#stageBatches[take++].n;
+      }
+    }
+    const batches = this.#stageBatches.slice(0, take);
+    const hi = this.#stageUnknown ? Number.MAX_SAFE_INTEGER : batches[take - 1].hi;
+    const deltas = new Map<number, number>();
+    let added = 0;
+    this.#db.transaction(() => {
+      let counts: Iterable<number[]> | undefined;
+      if (!this.#stageUnknown) {
+        // Usually every staged point is new: a plain insert, with the counts taken at commit.
+        // If some were not (an overwrite), the savepoint rolls back and the exact path runs.
+        try {
+          this.#db.transaction(() => {
+            if (s.moveNew.run(hi).changes !== moved) throw OVERWRITES;
+          })();
+          counts = batches.flatMap((b) => [...b.counts.values()]);
+        } catch (err) {
+          if (err !== OVERWRITES) throw err;
+        }
+      }
+      if (!counts) {
+        counts = s.countNew.raw().all(hi) as number[][];
+        s.moveAll.run(hi);
+      }
+      const chunkRows: unknown[][] = [];
+      for (const [rid, chunk, keyId, n] of counts) {
+        if (n === 0) continue;
+        chunkRows.push([rid, chunk, keyId, n]);
+        deltas.set(rid, (deltas.get(rid) ?? 0) + n);
+        added += n;
+      }
+      this.#upsertMany('chunk', chunkRows);
+      s.clearStage.run(hi);
+    })();
+    for (const [rid, n] of deltas) this.#perDevice.set(rid, (this.#perDevice.get(rid) ?? 0) + n);
+    this.#total += added;
+    this.#stageBatches = this.#stageBatches.slice(take);
+    if (this.#stageUnknown) {
+      this.#staged = 0;
+      this.#stagedPerDevice.clear();
+      this.#stageUnknown = false;
+    } else {
+      this.#staged -= moved;
+      for (const b of batches) {
+        for (const [rid, , , n] of b.counts.values()) {
+          const left = (this.#stagedPerDevice.get(rid) ?? 0) - n;
+          if (left > 0) this.#stagedPerDevice.set(rid, left);
+          else this.#stagedPerDevice.delete(rid);
+        }
+      }
+    }
     return added;
   }
 
@@ -220,49 +316,6 @@ export class TelemetryStore {
       this.#insert.set(name, stmt);
     }
     return stmt;
-  }
-
-  /**
-   * Inserts one series' points in runs of one kind and one chunk; returns new points and adds
-   * the chunk counts to `chunkRows`.
-   */
-  #writeSeries(series: Series, chunkRows: unknown[][]): number {
-    const s = this.#s;
-    const { rid, keyId, points } = series;
-    const args: unknown[] = [];
-    let added = 0;
-    let i = 0;
-    while (i < points.length) {
-      const first = points[i];
-      const chunk = Math.floor(first.ts / CHUNK_MS);
-      const chunkEnd = (chunk + 1) * CHUNK_MS;
-      let j = i + 1;
-      while (j < points.length && points[j].kind === first.kind && points[j].ts < chunkEnd) j++;
-      let runAdded = 0;
-      for (let p = i; p < j; ) {
-        const left = j - p;
-        const n = groupSize(left);
-        args.length = 0;
-        for (let q = p; q < p + n; q++) {
-          const pt = points[q];
-          args.push(rid, keyId, pt.ts, bindValue(pt.kind, pt.value));
-        }
-        const changes = this.#statement(`${first.kind}:${n}`, () => insertSql(first.kind, n)).run(
-          args,
-        ).changes;
-        if (changes < n) {
-          // Some (device, key, ts) existed, in the table or earlier in this run: overwrite in
-          // arrival order, so that the last value written wins.
-          for (let q = p; q < p + n; q++) s.overwrite.run(overwriteArgs(rid, keyId, points[q]));
-        }
-        runAdded += changes;
-        p += n;
-      }
-      if (runAdded > 0) chunkRows.push([rid, chunk, keyId, runAdded]);
-      added += runAdded;
-      i = j;
-    }
-    return added;
   }
 
   /** Latest values of a device, all keys or the named ones. */
@@ -305,6 +358,7 @@ export class TelemetryStore {
   ): StoredValue[] {
     const id = this.#keyIds.get(key);
     if (id === undefined) return [];
+    this.settle();
     const stmt = order === 'ASC' ? this.#s.historyAsc : this.#s.historyDesc;
     return (stmt.all(rid, id, startTs, endTs, limit) as ValueRow[]).map(decode);
   }
@@ -325,6 +379,7 @@ export class TelemetryStore {
   ): StoredValue[] {
     const id = this.#keyIds.get(key);
     if (id === undefined) return [];
+    this.settle();
     const end = Math.max(startTs + 1, endTs);
     const out: StoredValue[] = [];
     const rows = this.#s.aggregate[agg].all({
@@ -363,6 +418,7 @@ export class TelemetryStore {
   ): number {
     const s = this.#s;
     let deleted = 0;
+    this.settle();
     this.#db.transaction(() => {
       for (const key of keys) {
         const id = this.#keyIds.get(key);
@@ -390,6 +446,7 @@ export class TelemetryStore {
 
   /** The oldest chunk holding points, of one device or of all. */
   oldestChunk(rid?: number): number | undefined {
+    this.settle();
     const r = (rid === undefined ? this.#s.oldestChunk.get() : this.#s.oldestChunkOf.get(rid)) as {
       c: number | null;
     };
@@ -403,6 +460,7 @@ export class TelemetryStore {
    */
   evictChunk(chunk: number, need: number, rid?: number): number {
     const s = this.#s;
+    this.settle();
     const series = (
       rid === undefined ? s.chunkSeries.all(chunk) : s.chunkSeriesOf.all(rid, chunk)
     ) as Array<{ rid: number; key_id: number; points: number }>;
@@ -485,13 +543,27 @@ function aggValue(agg: Aggregation, r: AggRow): { kind: TsKind; value: TsScalar 
 
 /** Rows per multi-row statement: fewer statement calls per point, few statement shapes. */
 function groupSize(left: number): number {
-  return left >= 64 ? 64 : left >= 16 ? 16 : left >= 4 ? 4 : 1;
+  return left >= 256 ? 256 : left >= 64 ? 64 : left >= 16 ? 16 : left >= 4 ? 4 : 1;
 }
 
-function insertSql(kind: TsKind, n: number): string {
-  const rows = Array(n).fill('(?, ?, ?, ?)').join(', ');
-  return `INSERT OR IGNORE INTO ts_kv (device_rid, key_id, ts, ${COLUMN[kind]}) VALUES ${rows}`;
+/** Value types in `ts_kv_stage.kind`. */
+const KIND_CODE: Record<TsKind, number> = { double: 0, long: 1, bool: 2, string: 3, json: 4 };
+const STAGE_COLUMNS = 5;
+
+/** Thrown inside the fast move to roll its savepoint back. */
+const OVERWRITES = new Error('staged points overwrite stored ones');
+
+function stageSql(n: number): string {
+  const rows = Array(n).fill('(?, ?, ?, ?, ?)').join(', ');
+  return `INSERT INTO ts_kv_stage (device_rid, key_id, ts, kind, v) VALUES ${rows}`;
 }
+
+/** The staged values, spread over the typed columns of `ts_kv`. */
+const STAGED_VALUES = `device_rid, key_id, ts, ${(
+  ['double', 'long', 'bool', 'string', 'json'] as const
+)
+  .map((k) => `CASE kind WHEN ${KIND_CODE[k]} THEN v END`)
+  .join(', ')}`;
 
 /**
  * Latest values: an older point never replaces a newer latest value. Chunk counts add up; a
@@ -528,10 +600,6 @@ function typedColumns(p: TsEntry): unknown[] {
 
 function latestArgs(rid: number, keyId: number, p: TsEntry): unknown[] {
   return [rid, keyId, p.ts, ...typedColumns(p)];
-}
-
-function overwriteArgs(rid: number, keyId: number, p: TsEntry): unknown[] {
-  return [...typedColumns(p), rid, keyId, p.ts];
 }
 
 function decode(r: ValueRow): StoredValue {
@@ -623,10 +691,27 @@ function prepare(db: Db) {
     countsByDevice: db.prepare(
       'SELECT device_rid AS rid, sum(points) AS n FROM ts_kv_chunk GROUP BY device_rid',
     ),
-    overwrite: db.prepare(
-      `UPDATE ts_kv SET dbl_v = ?, long_v = ?, bool_v = ?, str_v = ?, json_v = ?
-       WHERE device_rid = ? AND key_id = ? AND ts = ?`,
+    stagedCount: db.prepare('SELECT count(*) FROM ts_kv_stage').pluck(),
+    // Fast move: fails to insert (and is rolled back) if a point exists or is staged twice.
+    moveNew: db.prepare(
+      `INSERT OR IGNORE INTO ts_kv (device_rid, key_id, ${values}) SELECT ${STAGED_VALUES} FROM ts_kv_stage WHERE seq <= ?`,
     ),
+    // Exact move: in (series, ts, arrival) order, so the last value written for a ts wins.
+    moveAll: db.prepare(
+      `INSERT INTO ts_kv (device_rid, key_id, ${values})
+       SELECT ${STAGED_VALUES} FROM ts_kv_stage WHERE seq <= ? ORDER BY device_rid, key_id, ts, seq
+       ON CONFLICT (device_rid, key_id, ts) DO UPDATE SET dbl_v = excluded.dbl_v,
+         long_v = excluded.long_v, bool_v = excluded.bool_v, str_v = excluded.str_v,
+         json_v = excluded.json_v`,
+    ),
+    // New points per (device, chunk, key) among the staged ones, as `[rid, chunk, keyId, n]`.
+    countNew: db.prepare(
+      `SELECT device_rid, ts / ${CHUNK_MS} AS chunk, key_id, count(DISTINCT ts) FROM ts_kv_stage s
+       WHERE seq <= ? AND NOT EXISTS (SELECT 1 FROM ts_kv k
+         WHERE k.device_rid = s.device_rid AND k.key_id = s.key_id AND k.ts = s.ts)
+       GROUP BY device_rid, chunk, key_id`,
+    ),
+    clearStage: db.prepare('DELETE FROM ts_kv_stage WHERE seq <= ?'),
     subChunk: db.prepare(
       'UPDATE ts_kv_chunk SET points = points - ? WHERE device_rid = ? AND chunk = ? AND key_id = ?',
     ),

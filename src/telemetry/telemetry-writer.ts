@@ -21,6 +21,15 @@ export interface TelemetryWriterDeps {
   readonly lingerMs?: number;
   /** A batch is committed as soon as it holds this many points. */
   readonly maxBatchPoints: number;
+  /**
+   * Staged points are moved into the time-series table in slices of about this many points
+   * (default 5,000: a few milliseconds of work between two commits) ...
+   */
+  readonly settlePoints?: number;
+  /** ... or of this many while commits queue up behind the writer (default 100,000) ... */
+  readonly settleBulkPoints?: number;
+  /** ... and all of them once the oldest has waited this long (default 2,000 ms). */
+  readonly settleMaxAgeMs?: number;
   /** Called after each commit with the committed items, in arrival order. */
   readonly onCommit?: (items: readonly CommittedItem[]) => void;
 }
@@ -42,6 +51,8 @@ export class TelemetryWriter {
   #queued = 0;
   #timer: NodeJS.Timeout | undefined;
   #immediate: NodeJS.Immediate | undefined;
+  #settleTimer: NodeJS.Timeout | undefined;
+  #settleImmediate: NodeJS.Immediate | undefined;
   #stopped = false;
   #batches = 0;
   #points = 0;
@@ -77,10 +88,11 @@ export class TelemetryWriter {
     while (this.#queue.length > 0) this.#commitBatch();
   }
 
-  /** Commits what is queued and refuses further writes. Safe to call twice. */
+  /** Commits what is queued, moves staged points, and refuses further writes. Safe to call twice. */
   stop(): void {
     this.#stopped = true;
     this.flush();
+    this.#settle();
   }
 
   #schedule(): void {
@@ -140,11 +152,48 @@ export class TelemetryWriter {
     }
     this.#batches++;
     this.#points += points;
+    this.#scheduleSettle();
     for (const job of batch) job.resolve();
     try {
       this.#deps.onCommit?.(dropped.size > 0 ? batch.filter((j) => !dropped.has(j.rid)) : batch);
     } catch (err) {
       this.#deps.log.error({ err }, 'telemetry commit listener failed');
     }
+  }
+
+  /**
+   * Moving staged points into the time-series table is the expensive part of a write (one
+   * B-tree leaf per series, whatever the number of points), so it runs off the acknowledgement
+   * path, between commits, in slices: small ones while the writer keeps up (short pauses), large
+   * ones while commits queue up (fewer pages written per point). A trickle is moved after
+   * `settleMaxAgeMs`.
+   */
+  #scheduleSettle(): void {
+    const staged = this.#deps.store.stagedPoints;
+    const slice =
+      this.#queued >= this.#deps.maxBatchPoints
+        ? (this.#deps.settleBulkPoints ?? 100_000)
+        : (this.#deps.settlePoints ?? 5_000);
+    if (staged >= slice) {
+      this.#settleImmediate ??= setImmediate(() => this.#settle(slice));
+    } else if (staged > 0 && !this.#settleTimer) {
+      this.#settleTimer = setTimeout(() => this.#settle(), this.#deps.settleMaxAgeMs ?? 2_000);
+      this.#settleTimer.unref();
+    }
+  }
+
+  #settle(maxPoints?: number): void {
+    if (this.#settleTimer) clearTimeout(this.#settleTimer);
+    if (this.#settleImmediate) clearImmediate(this.#settleImmediate);
+    this.#settleTimer = undefined;
+    this.#settleImmediate = undefined;
+    try {
+      this.#deps.store.settle(maxPoints);
+    } catch (err) {
+      // The points stay staged (and are moved before any read); the next commit retries.
+      this.#deps.log.error({ err, staged: this.#deps.store.stagedPoints }, 'telemetry move failed');
+      return;
+    }
+    if (!this.#stopped) this.#scheduleSettle();
   }
 }

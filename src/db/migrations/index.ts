@@ -6,6 +6,7 @@ import { m004ClaimProvisionOta } from './004-claim-provision-ota.js';
 import { m005CustomersUsers } from './005-customers-users.js';
 import { m006Dashboards } from './006-dashboards.js';
 import { m007EntityGroups } from './007-entity-groups.js';
+import { m008TelemetryStage } from './008-telemetry-stage.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -16,4 +17,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m005CustomersUsers,
   m006Dashboards,
   m007EntityGroups,
+  m008TelemetryStage,
 ];
