@@ -11,6 +11,7 @@ import { ClaimService } from './claims/claim-service.js';
 import type { Config, Secrets } from './config.js';
 import { CustomerService } from './customers/customer-service.js';
 import { DashboardService } from './dashboards/dashboard-service.js';
+import { Checkpointer } from './db/checkpointer.js';
 import { MIGRATIONS } from './db/migrations/index.js';
 import { migrate } from './db/migrator.js';
 import { type Db, openDb } from './db/open.js';
@@ -95,6 +96,7 @@ export class Gateway implements AsyncDisposable {
   #state: GatewayState = 'created';
   #startedAt = 0;
   #db: Db | undefined;
+  #checkpointer: Checkpointer | undefined;
   #services: Services | undefined;
   #http: HttpServer | undefined;
   #mqtt: MqttServer | undefined;
@@ -148,6 +150,8 @@ export class Gateway implements AsyncDisposable {
       const db = openDb({ dataDir: config.dataDir, durability: config.storage.durability });
       this.#db = db;
       migrate(db, MIGRATIONS, this.loggers.db);
+      this.#checkpointer = new Checkpointer({ db, dataDir: config.dataDir, log: this.loggers.db });
+      this.#checkpointer.start();
       this.#services = await buildServices(
         db,
         this.config,
@@ -253,6 +257,7 @@ export class Gateway implements AsyncDisposable {
     await step('http', () => this.#http?.stop());
     if (this.#services) await step('services', () => stopServices(this.#services as Services));
     this.bus.removeOwner('gateway');
+    await step('checkpointer', () => this.#checkpointer?.stop());
     await step('db', () => {
       if (this.#db?.open) this.#db.close();
     });

@@ -9,12 +9,14 @@
  *   npm run bench:http [-- --connections 50 --duration 10]
  */
 
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import {
   buildBundle,
   createDevices,
   loadAverage,
+  profilerEnv,
   rssMiB,
   startGatewayProcess,
   storedPoints,
@@ -24,6 +26,8 @@ const { values: args } = parseArgs({
   options: {
     connections: { type: 'string', default: '50' },
     duration: { type: 'string', default: '10' },
+    // Writes a V8 CPU profile of the gateway (the measured run only) into this directory.
+    'cpu-prof': { type: 'string' },
   },
 });
 const connections = Number(args.connections);
@@ -31,7 +35,8 @@ const duration = Number(args.duration);
 
 async function main(): Promise<void> {
   buildBundle();
-  const gw = await startGatewayProcess();
+  const profDir = args['cpu-prof'];
+  const gw = await startGatewayProcess([], profDir ? await profilerEnv(profDir) : {});
   try {
     const tokens = await createDevices(gw.baseUrl, 'http-bench', connections);
     const rssBefore = await rssMiB(gw.pid);
@@ -71,6 +76,11 @@ async function main(): Promise<void> {
     await run(2);
     const warmPoints = storedPoints(gw.dataDir);
     const result = await run(duration);
+    if (profDir) {
+      process.kill(gw.pid, 'SIGUSR2');
+      await new Promise((r) => setTimeout(r, 2000));
+      console.log(`  cpu profile: ${join(profDir, 'gateway.cpuprofile')}`);
+    }
     const points = storedPoints(gw.dataDir) - warmPoints;
     const ok = result['2xx'];
     const rssAfter = await rssMiB(gw.pid);

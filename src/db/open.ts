@@ -24,10 +24,11 @@ export function openDb(opts: OpenOptions): Db {
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
   // @NOTE: checkpoint the WAL every ~40 MB (10,000 pages) instead of every 4 MB: fewer, larger
-  // writes to the SD card and no checkpoint inside most telemetry commits. journal_size_limit
-  // truncates the WAL file back after a checkpoint so it does not keep its largest size.
+  // writes to the SD card. The gateway turns this off and checkpoints on a worker thread
+  // instead (db/checkpointer.ts). journal_size_limit truncates the WAL file back after a
+  // checkpoint, below the checkpointer's trigger size, so the file size tells how full it is.
   db.pragma('wal_autocheckpoint = 10000');
-  db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+  db.pragma(`journal_size_limit = ${16 * 1024 * 1024}`);
   // A bigger page cache and in-memory temp tables keep aggregation queries off the SD card.
   db.pragma('cache_size = -16000');
   db.pragma('temp_store = MEMORY');

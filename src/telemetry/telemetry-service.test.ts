@@ -709,6 +709,11 @@ describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
       await f.telemetry.ingest(d, '{"ts":2000,"values":{"a":20}}');
       await f.telemetry.ingest(d, '{"ts":3000,"values":{"a":3,"b":4}}');
       assert.equal(staged(f), 3);
+      assert.equal(
+        count(f.db, 'SELECT count(*) AS n FROM ts_kv_latest'),
+        1,
+        'b is not written yet',
+      );
       // No stop(): the connection goes away as in a crash, with the points still staged.
       f.db.close();
       await f.reopen();
@@ -724,6 +729,9 @@ describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
         rows.a.map((r) => r.value),
         ['1', '20', '3'],
       );
+      // The latest values of the staged points were rebuilt from the stage table.
+      const latest = f.telemetry.query(d.id, history({ keys: 'a,b' }));
+      assert.deepEqual(latest, { a: [{ ts: 3000, value: '3' }], b: [{ ts: 3000, value: '4' }] });
     } finally {
       await f.close();
     }

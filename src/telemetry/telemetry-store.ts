@@ -58,6 +58,12 @@ export class TelemetryStore {
   readonly #stagedPerDevice = new Map<number, number>();
   /** Staged rows whose counts are not in `#stageBatches` (after a restart or device delete). */
   #stageUnknown = false;
+  /**
+   * The newest staged point of each series (device, then key), not yet in `ts_kv_latest`: the
+   * latest values are written once per series per move, not once per commit. After a crash
+   * they are rebuilt from the stage table.
+   */
+  #pendingLatest = new Map<number, Map<number, TsEntry>>();
   readonly #insert = new Map<string, Statement>();
   readonly #s: ReturnType<typeof prepare>;
 
@@ -85,6 +91,8 @@ export class TelemetryStore {
     this.#stageBatches = [];
     this.#stageUnknown = this.#staged > 0;
     this.#stagedPerDevice.clear();
+    // Pending latest values belong to staged points: those left are rebuilt from the table.
+    this.#pendingLatest.clear();
     this.#perDevice.clear();
     this.#total = 0;
     for (const r of this.#s.countsByDevice.all() as Array<{ rid: number; n: number }>) {
@@ -132,16 +140,31 @@ export class TelemetryStore {
   }
 
   /**
-   * Commits the points of one batch in one transaction: appended to the stage table (moved into
-   * `ts_kv` later by `settle()`), and the latest values. Returns how many points were staged and
-   * the devices whose points were dropped because the device no longer exists.
+   * Commits the points of one batch in one transaction, appended to the stage table; `settle()`
+   * moves them into `ts_kv` and their latest values into `ts_kv_latest` later. Returns how many
+   * points were staged and the devices whose points were dropped because the device no longer
+   * exists.
    */
   write(items: readonly WriteItem[]): { staged: number; dropped: ReadonlySet<number> } {
     const newKeys: string[] = [];
     const counts = new Map<string, number[]>();
+    const latest = new Map<number, Map<number, TsEntry>>();
     const dropped = new Set<number>();
     try {
-      const hi = this.#db.transaction(() => this.#stageTx(items, newKeys, counts, dropped))();
+      const hi = this.#db.transaction(() =>
+        this.#stageTx(items, newKeys, counts, latest, dropped),
+      )();
+      for (const [rid, byKey] of latest) {
+        const pending = this.#pendingLatest.get(rid);
+        if (!pending) {
+          this.#pendingLatest.set(rid, byKey);
+          continue;
+        }
+        for (const [keyId, p] of byKey) {
+          const newest = pending.get(keyId);
+          if (!newest || p.ts >= newest.ts) pending.set(keyId, p);
+        }
+      }
       let staged = 0;
       for (const c of counts.values()) {
         staged += c[3];
@@ -165,13 +188,12 @@ export class TelemetryStore {
     items: readonly WriteItem[],
     newKeys: string[],
     counts: Map<string, number[]>,
+    latest: Map<number, Map<number, TsEntry>>,
     gone: Set<number>,
   ): number {
     const s = this.#s;
     let hi = 0;
     const live = new Set<number>();
-    // The newest point of each series (the last written among equal ts) is its latest value.
-    const latest = new Map<number, Map<number, TsEntry>>();
     const rows: unknown[] = [];
     for (const item of items) {
       const { rid } = item;
@@ -185,6 +207,7 @@ export class TelemetryStore {
         live.add(rid);
         latest.set(rid, new Map());
       }
+      // The newest point of each series (the last written among equal ts) is its latest value.
       const byKey = latest.get(rid) as Map<number, TsEntry>;
       for (const p of item.points) {
         let keyId = this.#keyIds.get(p.key);
@@ -214,15 +237,6 @@ export class TelemetryStore {
       );
       p += g;
     }
-    // Latest values in primary-key order: B-tree pages are visited left to right.
-    const latestRows: unknown[][] = [];
-    for (const rid of [...latest.keys()].sort((a, b) => a - b)) {
-      const byKey = latest.get(rid) as Map<number, TsEntry>;
-      for (const keyId of [...byKey.keys()].sort((a, b) => a - b)) {
-        latestRows.push(latestArgs(rid, keyId, byKey.get(keyId) as TsEntry));
-      }
-    }
-    this.#upsertMany('latest', latestRows);
     // The seq of the batch's last staged point.
     return hi;
   }
@@ -235,7 +249,10 @@ export class TelemetryStore {
    * Returns the number of new points.
    */
   settle(maxPoints = Number.POSITIVE_INFINITY): number {
-    if (this.#staged === 0) return 0;
+    if (this.#staged === 0) {
+      this.#flushLatest();
+      return 0;
+    }
     const s = this.#s;
     let take = 0;
     let moved = 0;
@@ -275,8 +292,15 @@ export class TelemetryStore {
         added += n;
       }
       this.#upsertMany('chunk', chunkRows);
+      if (this.#stageUnknown) {
+        // Latest values of the staged points that were committed before a restart.
+        s.latestFromStage.run(hi);
+        this.#pendingLatest.clear();
+      }
+      this.#writeLatest();
       s.clearStage.run(hi);
     })();
+    this.#pendingLatest.clear();
     for (const [rid, n] of deltas) this.#perDevice.set(rid, (this.#perDevice.get(rid) ?? 0) + n);
     this.#total += added;
     this.#stageBatches = this.#stageBatches.slice(take);
@@ -295,6 +319,25 @@ export class TelemetryStore {
       }
     }
     return added;
+  }
+
+  /** Writes the pending latest values (for reads of `ts_kv_latest`). */
+  #flushLatest(): void {
+    if (this.#pendingLatest.size === 0) return;
+    this.#db.transaction(() => this.#writeLatest())();
+    this.#pendingLatest.clear();
+  }
+
+  /** Upserts the pending latest values, in primary-key order (pages visited left to right). */
+  #writeLatest(): void {
+    const rows: unknown[][] = [];
+    for (const rid of [...this.#pendingLatest.keys()].sort((a, b) => a - b)) {
+      const byKey = this.#pendingLatest.get(rid) as Map<number, TsEntry>;
+      for (const keyId of [...byKey.keys()].sort((a, b) => a - b)) {
+        rows.push(latestArgs(rid, keyId, byKey.get(keyId) as TsEntry));
+      }
+    }
+    this.#upsertMany('latest', rows);
   }
 
   /** Multi-row upserts of latest values or chunk counts, a few statements per batch. */
@@ -321,6 +364,7 @@ export class TelemetryStore {
   /** Latest values of a device, all keys or the named ones. */
   latest(rid: number, keys?: readonly string[]): Map<string, StoredValue> {
     const out = new Map<string, StoredValue>();
+    this.#flushLatest();
     if (keys === undefined) {
       for (const r of this.#s.latestAll.all(rid) as Array<ValueRow & { key_id: bigint }>) {
         const name = this.#keyNames.get(Number(r.key_id));
@@ -340,6 +384,7 @@ export class TelemetryStore {
   /** Keys with a latest value for the device, in key order. */
   keysOf(rid: number): string[] {
     const out: string[] = [];
+    this.#flushLatest();
     for (const r of this.#s.keysOf.all(rid) as Array<{ key_id: bigint }>) {
       const name = this.#keyNames.get(Number(r.key_id));
       if (name !== undefined) out.push(name);
@@ -692,6 +737,18 @@ function prepare(db: Db) {
       'SELECT device_rid AS rid, sum(points) AS n FROM ts_kv_chunk GROUP BY device_rid',
     ),
     stagedCount: db.prepare('SELECT count(*) FROM ts_kv_stage').pluck(),
+    // Latest values from staged points of unknown counts: per series the newest ts, the last
+    // written among equal ts; an older point never replaces a newer latest value.
+    latestFromStage: db.prepare(
+      `INSERT INTO ts_kv_latest (device_rid, key_id, ${values})
+       SELECT ${STAGED_VALUES} FROM (
+         SELECT *, row_number() OVER (PARTITION BY device_rid, key_id ORDER BY ts DESC, seq DESC) AS r
+         FROM ts_kv_stage WHERE seq <= ?) WHERE r = 1
+       ON CONFLICT (device_rid, key_id) DO UPDATE SET ts = excluded.ts, dbl_v = excluded.dbl_v,
+         long_v = excluded.long_v, bool_v = excluded.bool_v, str_v = excluded.str_v,
+         json_v = excluded.json_v
+       WHERE excluded.ts >= ts_kv_latest.ts`,
+    ),
     // Fast move: fails to insert (and is rolled back) if a point exists or is staged twice.
     moveNew: db.prepare(
       `INSERT OR IGNORE INTO ts_kv (device_rid, key_id, ${values}) SELECT ${STAGED_VALUES} FROM ts_kv_stage WHERE seq <= ?`,

@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { statSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { pino } from 'pino';
+import { Checkpointer } from './checkpointer.js';
+import { DB_FILE, openDb } from './open.js';
+
+const log = pino({ level: 'silent' });
+
+describe('checkpointer', () => {
+  it('checkpoints the WAL from a worker thread, with auto-checkpoints off until it stops', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'edge-ckpt-'));
+    const db = openDb({ dataDir: dir, durability: 'normal' });
+    try {
+      db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)');
+      const ckpt = new Checkpointer({ db, dataDir: dir, log, walBytes: 1, pollMs: 10 });
+      db.pragma('wal_checkpoint(TRUNCATE)');
+      const sizeBefore = statSync(join(dir, DB_FILE)).size;
+      ckpt.start();
+      assert.equal(db.pragma('wal_autocheckpoint', { simple: true }), 0);
+      const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+      const deadline = Date.now() + 10_000;
+      while (ckpt.checkpoints === 0 && Date.now() < deadline) {
+        db.transaction(() => {
+          for (let i = 0; i < 100; i++) insert.run('x'.repeat(100));
+        })();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.ok(ckpt.checkpoints > 0, 'the worker ran a checkpoint');
+      // Only a checkpoint copies pages into the database file: it grew past the schema pages.
+      assert.ok(
+        statSync(join(dir, DB_FILE)).size > sizeBefore,
+        'the checkpoint wrote the rows into the database file',
+      );
+      await ckpt.stop();
+      assert.equal(db.pragma('wal_autocheckpoint', { simple: true }), 10_000);
+      assert.equal((db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n > 0, true);
+      // Stopping twice is harmless.
+      await ckpt.stop();
+    } finally {
+      db.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,139 @@
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import { DB_FILE, type Db } from './open.js';
+
+export interface CheckpointerDeps {
+  readonly db: Db;
+  readonly dataDir: string;
+  readonly log: Logger;
+  /** Checkpoint as soon as the WAL file is this large (default 32 MiB, ~8,000 pages). */
+  readonly walBytes?: number;
+  /** Otherwise checkpoint a WAL that changed at most this long after the last one. */
+  readonly maxAgeMs?: number;
+  /** How often the WAL file is looked at. */
+  readonly pollMs?: number;
+}
+
+/** What the worker reports after each checkpoint. */
+interface CheckpointReport {
+  readonly type: 'checkpoint' | 'error';
+  readonly busy?: number;
+  readonly log?: number;
+  readonly checkpointed?: number;
+  readonly ms?: number;
+  readonly message?: string;
+}
+
+/**
+ * The worker: its own connection to the database file, and PASSIVE checkpoints, which neither
+ * wait for nor block the gateway's writer (SQLite lets one connection checkpoint while another
+ * appends to the WAL). Plain CommonJS, as `eval` workers are.
+ */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { statSync } = require('node:fs');
+const Database = require(workerData.sqlite);
+const db = new Database(workerData.file);
+const wal = workerData.file + '-wal';
+let lastMtime = 0;
+let lastCheckpoint = Date.now();
+function look() {
+  let st;
+  try { st = statSync(wal); } catch { return; }
+  const changed = st.mtimeMs !== lastMtime;
+  if (st.size < workerData.walBytes && !(changed && Date.now() - lastCheckpoint >= workerData.maxAgeMs)) return;
+  if (!changed) return;
+  const t = performance.now();
+  try {
+    const [r] = db.pragma('wal_checkpoint(PASSIVE)');
+    lastMtime = st.mtimeMs;
+    lastCheckpoint = Date.now();
+    parentPort.postMessage({ type: 'checkpoint', ...r, ms: performance.now() - t });
+  } catch (err) {
+    parentPort.postMessage({ type: 'error', message: String(err && err.message || err) });
+  }
+}
+const timer = setInterval(look, workerData.pollMs);
+parentPort.on('message', (m) => {
+  if (m !== 'stop') return;
+  clearInterval(timer);
+  db.close();
+  parentPort.close();
+});
+`;
+
+/**
+ * Runs SQLite's WAL checkpoints on a worker thread, so that copying pages from the WAL into the
+ * database file (and its fsync) never stalls the event loop inside a commit, as SQLite's own
+ * auto-checkpoint would (tens of milliseconds for a large WAL). While it runs, the gateway's
+ * connection has `wal_autocheckpoint` off; if the worker fails, it is switched back on.
+ */
+export class Checkpointer {
+  readonly #deps: CheckpointerDeps;
+  #worker: Worker | undefined;
+  #autocheckpoint = 0;
+  #checkpoints = 0;
+
+  constructor(deps: CheckpointerDeps) {
+    this.#deps = deps;
+  }
+
+  /** Checkpoints done so far. */
+  get checkpoints(): number {
+    return this.#checkpoints;
+  }
+
+  start(): void {
+    const { db, dataDir, log } = this.#deps;
+    const sqlite = createRequire(import.meta.url).resolve('better-sqlite3');
+    this.#autocheckpoint = db.pragma('wal_autocheckpoint', { simple: true }) as number;
+    const worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: {
+        sqlite,
+        file: join(dataDir, DB_FILE),
+        walBytes: this.#deps.walBytes ?? 32 * 1024 * 1024,
+        maxAgeMs: this.#deps.maxAgeMs ?? 10_000,
+        pollMs: this.#deps.pollMs ?? 500,
+      },
+    });
+    worker.unref();
+    worker.on('message', (m: CheckpointReport) => {
+      if (m.type === 'error') {
+        log.warn({ error: m.message }, 'wal checkpoint failed');
+        return;
+      }
+      this.#checkpoints++;
+      log.debug(
+        { frames: m.log, checkpointed: m.checkpointed, busy: m.busy, ms: m.ms },
+        'wal checkpoint',
+      );
+    });
+    worker.on('error', (err) => {
+      log.error({ err }, 'checkpoint worker failed; checkpoints go back into commits');
+      this.#restore();
+    });
+    this.#worker = worker;
+    db.pragma('wal_autocheckpoint = 0');
+  }
+
+  /** Ends the worker and its connection; the gateway's own close then checkpoints the rest. */
+  async stop(): Promise<void> {
+    const worker = this.#worker;
+    if (!worker) return;
+    this.#worker = undefined;
+    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    worker.postMessage('stop');
+    const timeout = setTimeout(() => void worker.terminate(), 5000);
+    await exited;
+    clearTimeout(timeout);
+    this.#restore();
+  }
+
+  #restore(): void {
+    this.#worker = undefined;
+    if (this.#deps.db.open) this.#deps.db.pragma(`wal_autocheckpoint = ${this.#autocheckpoint}`);
+  }
+}
