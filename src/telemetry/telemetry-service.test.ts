@@ -756,6 +756,45 @@ describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
     }
   });
 
+  it('a large batch goes straight into ts_kv, after the staged points, so the last write wins', async () => {
+    const f = await fixture();
+    try {
+      const d = f.device('st-direct');
+      await f.telemetry.ingest(
+        d,
+        '[{"ts":1,"values":{"a":"staged"}},{"ts":2,"values":{"a":"kept"}}]',
+      );
+      assert.equal(staged(f), 2);
+      // 6,000 points in one payload: at least one batch of 5,000 points.
+      const bulk = Array.from({ length: 6000 }, (_, i) => ({ ts: i + 1, values: { a: i } }));
+      bulk[1] = { ts: 2, values: { a: -1 } };
+      await f.telemetry.ingest(d, JSON.stringify(bulk));
+      assert.equal(staged(f), 0, 'nothing staged: the bulk went straight in');
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 6000);
+      assert.equal(f.telemetry.devicePoints(d.id), 6000);
+      assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 6000);
+      const first = f.telemetry.query(
+        d.id,
+        history({
+          keys: 'a',
+          startTs: '1',
+          endTs: '3',
+          orderBy: 'ASC',
+          useStrictDataTypes: 'true',
+        }),
+      );
+      assert.deepEqual(first.a, [
+        { ts: 1, value: 0 },
+        { ts: 2, value: -1 },
+      ]);
+      assert.deepEqual(f.telemetry.query(d.id, history({ keys: 'a' })).a, [
+        { ts: 6000, value: '5999' },
+      ]);
+    } finally {
+      await f.close();
+    }
+  });
+
   it('the writer moves staged points by itself: in slices under load, and a trickle after a while', async () => {
     const f = await fixture({ batchMaxPoints: 50 });
     try {

@@ -16,6 +16,13 @@ export interface StoredValue {
 
 export type Aggregation = 'AVG' | 'MIN' | 'MAX' | 'SUM' | 'COUNT';
 
+interface Series {
+  readonly rid: number;
+  readonly keyId: number;
+  readonly points: TsEntry[];
+  sorted: boolean;
+}
+
 /** A committed batch in the stage table: its last seq, its points and their counts. */
 interface StagedBatch {
   readonly hi: number;
@@ -146,6 +153,9 @@ export class TelemetryStore {
    * exists.
    */
   write(items: readonly WriteItem[]): { staged: number; dropped: ReadonlySet<number> } {
+    let points = 0;
+    for (const item of items) points += item.points.length;
+    if (points >= DIRECT_POINTS) return this.#writeDirect(items);
     const newKeys: string[] = [];
     const counts = new Map<string, number[]>();
     const latest = new Map<number, Map<number, TsEntry>>();
@@ -174,14 +184,109 @@ export class TelemetryStore {
       this.#staged += staged;
       return { staged, dropped };
     } catch (err) {
-      // The dictionary rows rolled back with the batch: forget them.
-      for (const key of newKeys) {
-        const id = this.#keyIds.get(key);
-        this.#keyIds.delete(key);
-        if (id !== undefined) this.#keyNames.delete(id);
-      }
+      this.#forgetKeys(newKeys);
       throw err;
     }
+  }
+
+  /**
+   * A large batch (a backlog behind the writer) goes straight into `ts_kv`: with many points
+   * per series, one B-tree leaf per series is cheap per point, and staging would write every
+   * point twice. Staged points are moved first, so the last value written still wins.
+   */
+  #writeDirect(items: readonly WriteItem[]): { staged: number; dropped: ReadonlySet<number> } {
+    this.settle();
+    const newKeys: string[] = [];
+    const deltas = new Map<number, number>();
+    const dropped = new Set<number>();
+    try {
+      const added = this.#db.transaction(() =>
+        this.#writeDirectTx(items, newKeys, deltas, dropped),
+      )();
+      for (const [rid, n] of deltas) this.#perDevice.set(rid, (this.#perDevice.get(rid) ?? 0) + n);
+      this.#total += added;
+      return { staged: 0, dropped };
+    } catch (err) {
+      this.#forgetKeys(newKeys);
+      throw err;
+    }
+  }
+
+  /** The dictionary rows rolled back with a batch: forget them. */
+  #forgetKeys(keys: readonly string[]): void {
+    for (const key of keys) {
+      const id = this.#keyIds.get(key);
+      this.#keyIds.delete(key);
+      if (id !== undefined) this.#keyNames.delete(id);
+    }
+  }
+
+  #writeDirectTx(
+    items: readonly WriteItem[],
+    newKeys: string[],
+    deltas: Map<number, number>,
+    gone: Set<number>,
+  ): number {
+    const s = this.#s;
+    // Group by series (device, key), in arrival order. Nested maps keep small-integer keys fast.
+    const byDevice = new Map<number, Map<number, Series>>();
+    for (const item of items) {
+      let byKey = byDevice.get(item.rid);
+      if (!byKey) {
+        // A device deleted while its points waited for the batch: drop them, so that they
+        // cannot outlive it (or reappear under a reused rid).
+        if (gone.has(item.rid) || !s.deviceExists.get(item.rid)) {
+          gone.add(item.rid);
+          continue;
+        }
+        byKey = new Map();
+        byDevice.set(item.rid, byKey);
+      }
+      for (const p of item.points) {
+        let keyId = this.#keyIds.get(p.key);
+        if (keyId === undefined) {
+          keyId = Number(s.insertKey.run(p.key).lastInsertRowid);
+          this.#keyIds.set(p.key, keyId);
+          this.#keyNames.set(keyId, p.key);
+          newKeys.push(p.key);
+        }
+        let series = byKey.get(keyId);
+        if (!series) {
+          series = { rid: item.rid, keyId, points: [], sorted: true };
+          byKey.set(keyId, series);
+        } else if (series.sorted && p.ts < series.points[series.points.length - 1].ts) {
+          series.sorted = false;
+        }
+        series.points.push(p);
+      }
+    }
+    // Series in primary-key order: B-tree pages are visited left to right.
+    const ordered: Series[] = [];
+    for (const rid of [...byDevice.keys()].sort((a, b) => a - b)) {
+      const byKey = byDevice.get(rid) as Map<number, Series>;
+      for (const keyId of [...byKey.keys()].sort((a, b) => a - b)) {
+        ordered.push(byKey.get(keyId) as Series);
+      }
+    }
+    let added = 0;
+    const latestRows: unknown[][] = [];
+    const chunkRows: unknown[][] = [];
+    for (const series of ordered) {
+      // A stable sort: among equal ts the last written stays last and wins.
+      if (!series.sorted) series.points.sort((a, b) => a.ts - b.ts);
+      const n = this.#writeSeries(series, chunkRows);
+      if (n > 0) {
+        deltas.set(series.rid, (deltas.get(series.rid) ?? 0) + n);
+        added += n;
+      }
+      // The newest ts of the series (the last written among equal ts) is its latest value.
+      latestRows.push(
+        latestArgs(series.rid, series.keyId, series.points[series.points.length - 1]),
+      );
+    }
+    this.#upsertMany('latest', latestRows);
+    this.#upsertMany('chunk', chunkRows);
+    return added;
   }
 
   #stageTx(
@@ -275,7 +380,7 @@ export class TelemetryStore {
           this.#db.transaction(() => {
             if (s.moveNew.run(hi).changes !== moved) throw OVERWRITES;
           })();
-          counts = batches.flatMap((b) => [...b.counts.values()]);
+          counts = mergeCounts(batches);
         } catch (err) {
           if (err !== OVERWRITES) throw err;
         }
@@ -359,6 +464,49 @@ export class TelemetryStore {
       this.#insert.set(name, stmt);
     }
     return stmt;
+  }
+
+  /**
+   * Inserts one series' points in runs of one kind and one chunk; returns new points and adds
+   * the chunk counts to `chunkRows`.
+   */
+  #writeSeries(series: Series, chunkRows: unknown[][]): number {
+    const s = this.#s;
+    const { rid, keyId, points } = series;
+    const args: unknown[] = [];
+    let added = 0;
+    let i = 0;
+    while (i < points.length) {
+      const first = points[i];
+      const chunk = Math.floor(first.ts / CHUNK_MS);
+      const chunkEnd = (chunk + 1) * CHUNK_MS;
+      let j = i + 1;
+      while (j < points.length && points[j].kind === first.kind && points[j].ts < chunkEnd) j++;
+      let runAdded = 0;
+      for (let p = i; p < j; ) {
+        const left = j - p;
+        const n = groupSize(left);
+        args.length = 0;
+        for (let q = p; q < p + n; q++) {
+          const pt = points[q];
+          args.push(rid, keyId, pt.ts, bindValue(pt.kind, pt.value));
+        }
+        const changes = this.#statement(`${first.kind}:${n}`, () => insertSql(first.kind, n)).run(
+          args,
+        ).changes;
+        if (changes < n) {
+          // Some (device, key, ts) existed, in the table or earlier in this run: overwrite in
+          // arrival order, so that the last value written wins.
+          for (let q = p; q < p + n; q++) s.overwrite.run(overwriteArgs(rid, keyId, points[q]));
+        }
+        runAdded += changes;
+        p += n;
+      }
+      if (runAdded > 0) chunkRows.push([rid, chunk, keyId, runAdded]);
+      added += runAdded;
+      i = j;
+    }
+    return added;
   }
 
   /** Latest values of a device, all keys or the named ones. */
@@ -586,9 +734,43 @@ function aggValue(agg: Aggregation, r: AggRow): { kind: TsKind; value: TsScalar 
   }
 }
 
+/** The counts of several staged batches, summed per (device, chunk, key). */
+function mergeCounts(batches: readonly StagedBatch[]): Iterable<number[]> {
+  if (batches.length === 1) return batches[0].counts.values();
+  const sum = new Map<string, number[]>();
+  for (const b of batches) {
+    for (const [id, c] of b.counts) {
+      const have = sum.get(id);
+      if (have) have[3] += c[3];
+      else sum.set(id, [c[0], c[1], c[2], c[3]]);
+    }
+  }
+  return sum.values();
+}
+
 /** Rows per multi-row statement: fewer statement calls per point, few statement shapes. */
 function groupSize(left: number): number {
   return left >= 256 ? 256 : left >= 64 ? 64 : left >= 16 ? 16 : left >= 4 ? 4 : 1;
+}
+
+/** Batches of at least this many points are written straight into `ts_kv`. */
+const DIRECT_POINTS = 5_000;
+
+const COLUMN: Record<TsKind, string> = {
+  double: 'dbl_v',
+  long: 'long_v',
+  bool: 'bool_v',
+  string: 'str_v',
+  json: 'json_v',
+};
+
+function insertSql(kind: TsKind, n: number): string {
+  const rows = Array(n).fill('(?, ?, ?, ?)').join(', ');
+  return `INSERT OR IGNORE INTO ts_kv (device_rid, key_id, ts, ${COLUMN[kind]}) VALUES ${rows}`;
+}
+
+function overwriteArgs(rid: number, keyId: number, p: TsEntry): unknown[] {
+  return [...typedColumns(p), rid, keyId, p.ts];
 }
 
 /** Value types in `ts_kv_stage.kind`. */
@@ -735,6 +917,10 @@ function prepare(db: Db) {
     insertKey: db.prepare('INSERT INTO ts_key (key) VALUES (?)'),
     countsByDevice: db.prepare(
       'SELECT device_rid AS rid, sum(points) AS n FROM ts_kv_chunk GROUP BY device_rid',
+    ),
+    overwrite: db.prepare(
+      `UPDATE ts_kv SET dbl_v = ?, long_v = ?, bool_v = ?, str_v = ?, json_v = ?
+       WHERE device_rid = ? AND key_id = ? AND ts = ?`,
     ),
     stagedCount: db.prepare('SELECT count(*) FROM ts_kv_stage').pluck(),
     // Latest values from staged points of unknown counts: per series the newest ts, the last
