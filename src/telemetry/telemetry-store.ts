@@ -403,7 +403,9 @@ export class TelemetryStore {
         this.#pendingLatest.clear();
       }
       this.#writeLatest();
-      s.clearStage.run(hi);
+      // Emptying the whole table frees its pages at once instead of deleting row by row.
+      if (take === this.#stageBatches.length) s.clearAllStage.run();
+      else s.clearStage.run(hi);
     })();
     this.#pendingLatest.clear();
     for (const [rid, n] of deltas) this.#perDevice.set(rid, (this.#perDevice.get(rid) ?? 0) + n);
@@ -955,6 +957,7 @@ function prepare(db: Db) {
        GROUP BY device_rid, chunk, key_id`,
     ),
     clearStage: db.prepare('DELETE FROM ts_kv_stage WHERE seq <= ?'),
+    clearAllStage: db.prepare('DELETE FROM ts_kv_stage'),
     subChunk: db.prepare(
       'UPDATE ts_kv_chunk SET points = points - ? WHERE device_rid = ? AND chunk = ? AND key_id = ?',
     ),
