@@ -36,6 +36,7 @@ const { parentPort, workerData } = require('node:worker_threads');
 const { statSync } = require('node:fs');
 const Database = require(workerData.sqlite);
 const db = new Database(workerData.file);
+db.pragma('cache_size = -512');
 const wal = workerData.file + '-wal';
 let lastMtime = 0;
 let lastCheckpoint = Date.now();
@@ -91,6 +92,8 @@ export class Checkpointer {
     this.#autocheckpoint = db.pragma('wal_autocheckpoint', { simple: true }) as number;
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
+      // It allocates next to nothing: small heaps keep its memory low on a Pi.
+      resourceLimits: { maxOldGenerationSizeMb: 16, maxYoungGenerationSizeMb: 2, stackSizeMb: 1 },
       workerData: {
         sqlite,
         file: join(dataDir, DB_FILE),
