@@ -403,9 +403,10 @@ export class TelemetryStore {
         this.#pendingLatest.clear();
       }
       this.#writeLatest();
-      // Emptying the whole table frees its pages at once instead of deleting row by row.
-      if (take === this.#stageBatches.length) s.clearAllStage.run();
-      else s.clearStage.run(hi);
+      // Row by row even when the slice takes every row: emptying the table at once (SQLite's
+      // truncate optimization) frees its pages, and the next commits allocate them again
+      // (bench:http 7,000-7,800 req/s with it, 9,000-10,100 without).
+      s.clearStage.run(hi);
     })();
     this.#pendingLatest.clear();
     for (const [rid, n] of deltas) this.#perDevice.set(rid, (this.#perDevice.get(rid) ?? 0) + n);
@@ -957,7 +958,6 @@ function prepare(db: Db) {
        GROUP BY device_rid, chunk, key_id`,
     ),
     clearStage: db.prepare('DELETE FROM ts_kv_stage WHERE seq <= ?'),
-    clearAllStage: db.prepare('DELETE FROM ts_kv_stage'),
     subChunk: db.prepare(
       'UPDATE ts_kv_chunk SET points = points - ? WHERE device_rid = ? AND chunk = ? AND key_id = ?',
     ),
