@@ -57,5 +57,9 @@ export function handleError(err: Error, c: Context, log: Logger): Response {
   if (err instanceof TooManyRequestsError && err.retryAfterSec) {
     c.header('Retry-After', String(err.retryAfterSec));
   }
+  // A 413 is sent before the body is read: close the connection, so that no client reuses a
+  // socket that still carries the rest of that body (clients saw 'fetch failed' on the next
+  // request otherwise).
+  if (status === 413) c.header('Connection', 'close');
   return c.json(errorBody(status, message), status);
 }
