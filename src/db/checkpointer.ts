@@ -43,9 +43,9 @@ let lastCheckpoint = Date.now();
 function look() {
   let st;
   try { st = statSync(wal); } catch { return; }
-  const changed = st.mtimeMs !== lastMtime;
-  if (st.size < workerData.walBytes && !(changed && Date.now() - lastCheckpoint >= workerData.maxAgeMs)) return;
-  if (!changed) return;
+  // Nothing written since the last checkpoint; else wait for a full WAL or the age limit.
+  if (st.mtimeMs === lastMtime) return;
+  if (st.size < workerData.walBytes && Date.now() - lastCheckpoint < workerData.maxAgeMs) return;
   const t = performance.now();
   try {
     const [r] = db.pragma('wal_checkpoint(PASSIVE)');

@@ -130,12 +130,8 @@ export class TelemetryStore {
 
   /** Devices with more than `cap` points, staged ones included. */
   devicesOver(cap: number): number[] {
-    const out: number[] = [];
-    for (const rid of this.#perDevice.keys()) if (this.devicePoints(rid) > cap) out.push(rid);
-    for (const [rid, n] of this.#stagedPerDevice) {
-      if (!this.#perDevice.has(rid) && n > cap) out.push(rid);
-    }
-    return out;
+    const rids = new Set([...this.#perDevice.keys(), ...this.#stagedPerDevice.keys()]);
+    return [...rids].filter((rid) => this.devicePoints(rid) > cap);
   }
 
   keyId(key: string): number | undefined {
@@ -148,11 +144,10 @@ export class TelemetryStore {
 
   /**
    * Commits the points of one batch in one transaction, appended to the stage table; `settle()`
-   * moves them into `ts_kv` and their latest values into `ts_kv_latest` later. Returns how many
-   * points were staged and the devices whose points were dropped because the device no longer
-   * exists.
+   * moves them into `ts_kv` and their latest values into `ts_kv_latest` later. Returns the
+   * devices whose points were dropped because the device no longer exists.
    */
-  write(items: readonly WriteItem[]): { staged: number; dropped: ReadonlySet<number> } {
+  write(items: readonly WriteItem[]): { dropped: ReadonlySet<number> } {
     let points = 0;
     for (const item of items) points += item.points.length;
     if (points >= DIRECT_POINTS) return this.#writeDirect(items);
@@ -182,7 +177,7 @@ export class TelemetryStore {
       }
       if (staged > 0) this.#stageBatches.push({ hi, n: staged, counts });
       this.#staged += staged;
-      return { staged, dropped };
+      return { dropped };
     } catch (err) {
       this.#forgetKeys(newKeys);
       throw err;
@@ -194,7 +189,7 @@ export class TelemetryStore {
    * per series, one B-tree leaf per series is cheap per point, and staging would write every
    * point twice. Staged points are moved first, so the last value written still wins.
    */
-  #writeDirect(items: readonly WriteItem[]): { staged: number; dropped: ReadonlySet<number> } {
+  #writeDirect(items: readonly WriteItem[]): { dropped: ReadonlySet<number> } {
     this.settle();
     const newKeys: string[] = [];
     const deltas = new Map<number, number>();
@@ -205,11 +200,23 @@ export class TelemetryStore {
       )();
       for (const [rid, n] of deltas) this.#perDevice.set(rid, (this.#perDevice.get(rid) ?? 0) + n);
       this.#total += added;
-      return { staged: 0, dropped };
+      return { dropped };
     } catch (err) {
       this.#forgetKeys(newKeys);
       throw err;
     }
+  }
+
+  /** The dictionary id of a key, added (and listed in `newKeys`) on first sight. */
+  #keyIdOf(key: string, newKeys: string[]): number {
+    let keyId = this.#keyIds.get(key);
+    if (keyId === undefined) {
+      keyId = Number(this.#s.insertKey.run(key).lastInsertRowid);
+      this.#keyIds.set(key, keyId);
+      this.#keyNames.set(keyId, key);
+      newKeys.push(key);
+    }
+    return keyId;
   }
 
   /** The dictionary rows rolled back with a batch: forget them. */
@@ -243,13 +250,7 @@ export class TelemetryStore {
         byDevice.set(item.rid, byKey);
       }
       for (const p of item.points) {
-        let keyId = this.#keyIds.get(p.key);
-        if (keyId === undefined) {
-          keyId = Number(s.insertKey.run(p.key).lastInsertRowid);
-          this.#keyIds.set(p.key, keyId);
-          this.#keyNames.set(keyId, p.key);
-          newKeys.push(p.key);
-        }
+        const keyId = this.#keyIdOf(p.key, newKeys);
         let series = byKey.get(keyId);
         if (!series) {
           series = { rid: item.rid, keyId, points: [], sorted: true };
@@ -315,13 +316,7 @@ export class TelemetryStore {
       // The newest point of each series (the last written among equal ts) is its latest value.
       const byKey = latest.get(rid) as Map<number, TsEntry>;
       for (const p of item.points) {
-        let keyId = this.#keyIds.get(p.key);
-        if (keyId === undefined) {
-          keyId = Number(s.insertKey.run(p.key).lastInsertRowid);
-          this.#keyIds.set(p.key, keyId);
-          this.#keyNames.set(keyId, p.key);
-          newKeys.push(p.key);
-        }
+        const keyId = this.#keyIdOf(p.key, newKeys);
         rows.push(rid, keyId, p.ts, KIND_CODE[p.kind], bindValue(p.kind, p.value));
         const chunk = Math.floor(p.ts / CHUNK_MS);
         const id = `${rid},${chunk},${keyId}`;
