@@ -45,4 +45,42 @@ describe('checkpointer', () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it('keeps the WAL file bounded under writes without pauses', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'edge-ckpt-'));
+    const db = openDb({ dataDir: dir, durability: 'normal' });
+    try {
+      db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)');
+      const walBytes = 256 * 1024;
+      const ckpt = new Checkpointer({ db, dataDir: dir, log, walBytes, pollMs: 20 });
+      ckpt.start();
+      // The file shrinks back to this size whenever SQLite starts the WAL over.
+      db.pragma(`journal_size_limit = ${walBytes}`);
+      const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+      const prune = db.prepare('DELETE FROM t WHERE id <= ?');
+      while (ckpt.checkpoints === 0) {
+        insert.run(Buffer.alloc(10));
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      // About 130 MB through the WAL, one commit per turn of the event loop: the writer is never
+      // idle long enough for the worker's checkpoint alone to let the WAL start over (without
+      // the gateway connection finishing it, the file grows to the whole 130 MB).
+      const row = Buffer.alloc(1000, 7);
+      let largest = 0;
+      for (let i = 0; i < 4000; i++) {
+        db.transaction(() => {
+          for (let r = 0; r < 3; r++) insert.run(row);
+          prune.run(i * 3 - 300);
+        })();
+        await new Promise((r) => setImmediate(r));
+        largest = Math.max(largest, statSync(join(dir, `${DB_FILE}-wal`)).size);
+      }
+      assert.ok(ckpt.finished > 0, 'the gateway connection finished checkpoints');
+      assert.ok(largest < 40e6, `the WAL file stayed bounded: at most ${largest} bytes`);
+      await ckpt.stop();
+    } finally {
+      db.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

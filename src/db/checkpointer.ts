@@ -23,6 +23,8 @@ interface CheckpointReport {
   readonly log?: number;
   readonly checkpointed?: number;
   readonly ms?: number;
+  /** The WAL had reached `walBytes`. */
+  readonly full?: boolean;
   readonly message?: string;
 }
 
@@ -40,7 +42,10 @@ db.pragma('cache_size = -512');
 const wal = workerData.file + '-wal';
 let lastMtime = 0;
 let lastCheckpoint = Date.now();
+// After a checkpoint of a full WAL, the gateway's connection copies the tail: wait for it.
+let waiting = false;
 function look() {
+  if (waiting) return;
   let st;
   try { st = statSync(wal); } catch { return; }
   // Nothing written since the last checkpoint; else wait for a full WAL or the age limit.
@@ -48,16 +53,26 @@ function look() {
   if (st.size < workerData.walBytes && Date.now() - lastCheckpoint < workerData.maxAgeMs) return;
   const t = performance.now();
   try {
-    const [r] = db.pragma('wal_checkpoint(PASSIVE)');
+    let [r] = db.pragma('wal_checkpoint(PASSIVE)');
+    // The writer appended frames meanwhile: copy those too, while the tail keeps shrinking.
+    for (let pass = 0; pass < 4; pass++) {
+      const [next] = db.pragma('wal_checkpoint(PASSIVE)');
+      const added = next.log - r.log;
+      r = next;
+      if (added <= workerData.tailFrames) break;
+    }
     lastMtime = st.mtimeMs;
     lastCheckpoint = Date.now();
-    parentPort.postMessage({ type: 'checkpoint', ...r, ms: performance.now() - t });
+    const full = st.size >= workerData.walBytes;
+    waiting = full;
+    parentPort.postMessage({ type: 'checkpoint', ...r, full, ms: performance.now() - t });
   } catch (err) {
     parentPort.postMessage({ type: 'error', message: String(err && err.message || err) });
   }
 }
 const timer = setInterval(look, workerData.pollMs);
 parentPort.on('message', (m) => {
+  if (m === 'finished') waiting = false;
   if (m !== 'stop') return;
   clearInterval(timer);
   db.close();
@@ -76,6 +91,7 @@ export class Checkpointer {
   #worker: Worker | undefined;
   #autocheckpoint = 0;
   #checkpoints = 0;
+  #finished = 0;
 
   constructor(deps: CheckpointerDeps) {
     this.#deps = deps;
@@ -84,6 +100,11 @@ export class Checkpointer {
   /** Checkpoints done so far. */
   get checkpoints(): number {
     return this.#checkpoints;
+  }
+
+  /** Checkpoints that the gateway's connection finished after the worker. */
+  get finished(): number {
+    return this.#finished;
   }
 
   start(): void {
@@ -100,6 +121,7 @@ export class Checkpointer {
         walBytes: this.#deps.walBytes ?? 32 * 1024 * 1024,
         maxAgeMs: this.#deps.maxAgeMs ?? 10_000,
         pollMs: this.#deps.pollMs ?? 500,
+        tailFrames: 256,
       },
     });
     worker.unref();
@@ -113,6 +135,10 @@ export class Checkpointer {
         { frames: m.log, checkpointed: m.checkpointed, busy: m.busy, ms: m.ms },
         'wal checkpoint',
       );
+      if (m.full) {
+        this.#finish();
+        this.#worker?.postMessage('finished');
+      }
     });
     worker.on('error', (err) => {
       log.error({ err }, 'checkpoint worker failed; checkpoints go back into commits');
@@ -133,6 +159,26 @@ export class Checkpointer {
     await exited;
     clearTimeout(timeout);
     this.#restore();
+  }
+
+  /**
+   * SQLite starts the WAL file over only when a write begins with every frame already in the
+   * database file. Under steady writes the writer always appends frames while the worker copies,
+   * so the WAL would grow without end (gigabytes in bench:storage). After a checkpoint of a full
+   * WAL, the gateway's connection copies the few frames left (the worker did the bulk, down to
+   * a short tail), and its next commit starts the WAL from the beginning.
+   */
+  #finish(): void {
+    const { db, log } = this.#deps;
+    if (!db.open) return;
+    try {
+      const t = performance.now();
+      const [r] = db.pragma('wal_checkpoint(PASSIVE)') as Array<Record<string, number>>;
+      this.#finished++;
+      log.debug({ ...r, ms: performance.now() - t }, 'wal checkpoint finished');
+    } catch (err) {
+      log.warn({ err }, 'wal checkpoint failed');
+    }
   }
 
   #restore(): void {
