@@ -795,6 +795,44 @@ describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
     }
   });
 
+  it('a large batch over many series is staged, and moved in one sorted move with exact counts', async () => {
+    const f = await fixture();
+    try {
+      const d = f.device('st-wide');
+      // 2,000 keys x 25 ts = 50,000 points, 25 per series: too few per series to go straight in.
+      const values = (t: number) =>
+        Object.fromEntries(Array.from({ length: 2000 }, (_, k) => [`k${k}`, t * 10_000 + k]));
+      const wide = Array.from({ length: 25 }, (_, t) => ({
+        ts: 1000 * (t + 1),
+        values: values(t),
+      }));
+      await f.telemetry.ingest(d, JSON.stringify(wide));
+      assert.equal(staged(f), 50_000);
+      assert.equal(f.telemetry.devicePoints(d.id), 50_000);
+      const rows = f.telemetry.query(
+        d.id,
+        history({ keys: 'k1999', startTs: '0', endTs: '30000', orderBy: 'ASC', limit: '3' }),
+      );
+      assert.deepEqual(
+        rows.k1999.map((r) => [r.ts, r.value]),
+        [
+          [1000, '1999'],
+          [2000, '11999'],
+          [3000, '21999'],
+        ],
+      );
+      assert.equal(staged(f), 0);
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 50_000);
+      assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 50_000);
+      assert.equal(f.telemetry.stats.points, 50_000);
+      assert.deepEqual(f.telemetry.query(d.id, history({ keys: 'k7' })).k7, [
+        { ts: 25_000, value: '240007' },
+      ]);
+    } finally {
+      await f.close();
+    }
+  });
+
   it('the writer moves staged points by itself: in slices under load, and a trickle after a while', async () => {
     const f = await fixture({ batchMaxPoints: 50 });
     try {

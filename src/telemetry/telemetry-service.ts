@@ -76,6 +76,9 @@ export class TelemetryService {
       maxWaitMs: config.batchMaxWaitMs,
       lingerMs: config.batchLingerMs,
       maxBatchPoints: config.batchMaxPoints,
+      // Large moves write fewer pages per point, but the stage table holds a move's points
+      // besides the bound: at most 5 % of it.
+      settleBulkPoints: Math.max(5_000, Math.min(300_000, Math.floor(config.maxPoints / 20))),
       onCommit: (items) => {
         this.#emit(items);
         evictor.kick();
