@@ -128,7 +128,7 @@ export class MqttServer {
         this.#touch(client);
         // Aedes sends the PUBACK when the callback runs: only after the core has committed.
         this.#publish(client, session, packet).then(
-          () => callback(null),
+          () => acknowledge(client, callback),
           (err: Error) => callback(err),
         );
       },
@@ -333,4 +333,23 @@ function listen(server: Server, port: number, host: string): Promise<void> {
       resolve();
     });
   });
+}
+
+/**
+ * Runs Aedes' publish callback (which writes the PUBACK) with the socket corked until the end of
+ * the tick: one commit acknowledges every message of its batch in the same tick, so a client's
+ * PUBACKs leave in one write instead of one system call each.
+ */
+function acknowledge(client: Client, callback: (err: Error | null) => void): void {
+  const conn = client.conn as { cork?: () => void; uncork?: () => void };
+  if (typeof conn.cork !== 'function' || typeof conn.uncork !== 'function') {
+    callback(null);
+    return;
+  }
+  conn.cork();
+  try {
+    callback(null);
+  } finally {
+    process.nextTick(() => conn.uncork?.());
+  }
 }
