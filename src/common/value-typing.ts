@@ -30,6 +30,9 @@ export function checkValueLength(key: string, length: number, max: number): void
   }
 }
 
+const SHORT_INTEGER_RE = /^-?\d{1,15}$/;
+const PLAIN_DECIMAL_RE = /^-?\d+\.\d{1,16}$/;
+
 /**
  * Types a number by its literal text as ThingsBoard's JsonConverter does (device-api.md §1.2):
  * a literal with '.' and no exponent is DOUBLE; an integral value (`1E2`) is LONG when it fits
@@ -41,6 +44,10 @@ export function typeNumber(
   key: string,
   maxValueLength = Number.POSITIVE_INFINITY,
 ): TypedValue {
+  // The common literals, typed without the general path's BigInt: a short integer is a LONG, a
+  // plain decimal a DOUBLE (a zero of either without its sign, as below).
+  if (SHORT_INTEGER_RE.test(raw)) return { kind: 'long', value: Number(raw) || 0 };
+  if (PLAIN_DECIMAL_RE.test(raw)) return { kind: 'double', value: Number(raw) || 0 };
   const m = DECIMAL_RE.exec(raw);
   if (!m) return { kind: 'string', value: raw };
   const [, sign, intPart, fracPart = '', expPart] = m;
