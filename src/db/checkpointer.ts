@@ -10,12 +10,6 @@ export interface CheckpointerDeps {
   readonly log: Logger;
   /** Checkpoint as soon as the WAL file is this large (default 32 MiB, ~8,000 pages). */
   readonly walBytes?: number;
-  /**
-   * Once the WAL file is this large (default 4 x `walBytes`), the gateway's connection finishes
-   * the worker's checkpoint, so that the WAL starts over (see `#finish`): a pause of a few
-   * milliseconds for the last frames and two fsyncs, so not after every checkpoint.
-   */
-  readonly restartBytes?: number;
   /** Otherwise checkpoint a WAL that changed at most this long after the last one. */
   readonly maxAgeMs?: number;
   /** How often the WAL file is looked at. */
@@ -29,7 +23,7 @@ interface CheckpointReport {
   readonly log?: number;
   readonly checkpointed?: number;
   readonly ms?: number;
-  /** The WAL file had reached `restartBytes`. */
+  /** The WAL had reached `walBytes`. */
   readonly full?: boolean;
   readonly message?: string;
 }
@@ -48,7 +42,7 @@ db.pragma('cache_size = -512');
 const wal = workerData.file + '-wal';
 let lastMtime = 0;
 let lastCheckpoint = Date.now();
-// After a checkpoint of a WAL over restartBytes, the gateway's connection copies the tail.
+// After a checkpoint of a full WAL, the gateway's connection copies the tail: wait for it.
 let waiting = false;
 function look() {
   if (waiting) return;
@@ -69,7 +63,7 @@ function look() {
     }
     lastMtime = st.mtimeMs;
     lastCheckpoint = Date.now();
-    const full = st.size >= workerData.restartBytes;
+    const full = st.size >= workerData.walBytes;
     waiting = full;
     parentPort.postMessage({ type: 'checkpoint', ...r, full, ms: performance.now() - t });
   } catch (err) {
@@ -116,7 +110,6 @@ export class Checkpointer {
   start(): void {
     const { db, dataDir, log } = this.#deps;
     const sqlite = createRequire(import.meta.url).resolve('better-sqlite3');
-    const walBytes = this.#deps.walBytes ?? 32 * 1024 * 1024;
     this.#autocheckpoint = db.pragma('wal_autocheckpoint', { simple: true }) as number;
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
@@ -125,8 +118,7 @@ export class Checkpointer {
       workerData: {
         sqlite,
         file: join(dataDir, DB_FILE),
-        walBytes,
-        restartBytes: this.#deps.restartBytes ?? 4 * walBytes,
+        walBytes: this.#deps.walBytes ?? 32 * 1024 * 1024,
         maxAgeMs: this.#deps.maxAgeMs ?? 10_000,
         pollMs: this.#deps.pollMs ?? 500,
         tailFrames: 256,
@@ -172,9 +164,9 @@ export class Checkpointer {
   /**
    * SQLite starts the WAL file over only when a write begins with every frame already in the
    * database file. Under steady writes the writer always appends frames while the worker copies,
-   * so the WAL would grow without end (gigabytes in bench:storage). After a checkpoint of a WAL
-   * over `restartBytes`, the gateway's connection copies the few frames left (the worker did the
-   * bulk, down to a short tail), and its next commit starts the WAL from the beginning.
+   * so the WAL would grow without end (gigabytes in bench:storage). After a checkpoint of a full
+   * WAL, the gateway's connection copies the few frames left (the worker did the bulk, down to
+   * a short tail), and its next commit starts the WAL from the beginning.
    */
   #finish(): void {
     const { db, log } = this.#deps;
