@@ -27,7 +27,7 @@ import {
   profilerEnv,
   startGatewayProcess,
   storedPoints,
-} from './mqtt-support.js';
+} from './support.js';
 
 const KEYS_PER_MESSAGE = 3;
 const REQUEST_TIMEOUT_MS = 10_000;

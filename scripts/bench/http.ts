@@ -20,7 +20,7 @@ import {
   rssMiB,
   startGatewayProcess,
   storedPoints,
-} from './mqtt-support.js';
+} from './support.js';
 
 const { values: args } = parseArgs({
   options: {

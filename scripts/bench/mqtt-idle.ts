@@ -17,7 +17,7 @@ import {
   loadAverage,
   rssMiB,
   startGatewayProcess,
-} from './mqtt-support.js';
+} from './support.js';
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

@@ -32,7 +32,7 @@ import {
   profilerEnv,
   startGatewayProcess,
   storedPoints,
-} from './mqtt-support.js';
+} from './support.js';
 
 const TOPIC = 'v1/devices/me/telemetry';
 const KEYS_PER_MESSAGE = 3;

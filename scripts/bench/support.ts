@@ -1,5 +1,5 @@
 /**
- * Shared parts of the device-API benchmarks (`bench:mqtt`, `bench:mqtt-idle`, `bench:coap`):
+ * Shared parts of the gateway benchmarks (`bench:mqtt`, `bench:mqtt-idle`, `bench:coap`, `bench:http`):
  * build and run the gateway bundle as its own process, create devices over REST, read a
  * process's RSS, and a mergeable latency histogram. Not a benchmark by itself.
  */
