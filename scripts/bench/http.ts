@@ -74,6 +74,9 @@ async function main(): Promise<void> {
       });
     console.log(`warm-up 2 s, then ${duration} s with ${connections} keep-alive connections…`);
     await run(2);
+    // Requests still in flight when the warm-up stopped are committed a moment later: wait for
+    // them, so that they are not counted in the measured run.
+    await new Promise((r) => setTimeout(r, 500));
     const warmPoints = storedPoints(gw.dataDir);
     const result = await run(duration);
     if (profDir) {
