@@ -11,13 +11,7 @@
 
 import { parseArgs } from 'node:util';
 import { connect, type MqttClient } from 'mqtt';
-import {
-  buildBundle,
-  createDevices,
-  loadAverage,
-  rssMiB,
-  startGatewayProcess,
-} from './support.js';
+import { buildBundle, createDevices, loadAverage, rssMiB, startGatewayProcess } from './support.js';
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
