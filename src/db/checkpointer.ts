@@ -8,7 +8,10 @@ export interface CheckpointerDeps {
   readonly db: Db;
   readonly dataDir: string;
   readonly log: Logger;
-  /** Checkpoint as soon as the WAL file is this large (default 32 MiB, ~8,000 pages). */
+  /**
+   * Checkpoint as soon as the WAL holds this much not yet checkpointed (default 32 MiB, ~8,000
+   * pages); the gateway's connection finishes the checkpoint once the WAL holds this much in all.
+   */
   readonly walBytes?: number;
   /** Otherwise checkpoint a WAL that changed at most this long after the last one. */
   readonly maxAgeMs?: number;
@@ -35,22 +38,37 @@ interface CheckpointReport {
  */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
-const { statSync } = require('node:fs');
+const { openSync, readSync } = require('node:fs');
+const { endianness } = require('node:os');
 const Database = require(workerData.sqlite);
 const db = new Database(workerData.file);
 db.pragma('cache_size = -512');
-const wal = workerData.file + '-wal';
-let lastMtime = 0;
+const walFrames = Math.ceil(workerData.walBytes / workerData.pageSize);
+// The wal-index header at the start of the -shm file (sqlite.org/walformat.html), in native byte
+// order: mxFrame (frames in the WAL since it last started over) at byte 16, nBackfill (those
+// already in the database file) at byte 96. Read without locks: only a trigger.
+const header = Buffer.alloc(100);
+let shm;
+function frames() {
+  try {
+    shm ??= openSync(workerData.file + '-shm', 'r');
+    if (readSync(shm, header, 0, 100, 0) < 100) return undefined;
+  } catch {
+    return undefined;
+  }
+  const u32 = (at) => (endianness() === 'LE' ? header.readUInt32LE(at) : header.readUInt32BE(at));
+  const total = u32(16);
+  return { total, pending: total - u32(96) };
+}
 let lastCheckpoint = Date.now();
 // After a checkpoint of a full WAL, the gateway's connection copies the tail: wait for it.
 let waiting = false;
 function look() {
   if (waiting) return;
-  let st;
-  try { st = statSync(wal); } catch { return; }
-  // Nothing written since the last checkpoint; else wait for a full WAL or the age limit.
-  if (st.mtimeMs === lastMtime) return;
-  if (st.size < workerData.walBytes && Date.now() - lastCheckpoint < workerData.maxAgeMs) return;
+  const f = frames();
+  // Nothing new since the last checkpoint; else wait for a full WAL or the age limit.
+  if (!f || f.pending <= 0) return;
+  if (f.pending < walFrames && Date.now() - lastCheckpoint < workerData.maxAgeMs) return;
   const t = performance.now();
   try {
     let [r] = db.pragma('wal_checkpoint(PASSIVE)');
@@ -61,9 +79,9 @@ function look() {
       r = next;
       if (added <= workerData.tailFrames) break;
     }
-    lastMtime = st.mtimeMs;
     lastCheckpoint = Date.now();
-    const full = st.size >= workerData.walBytes;
+    // The WAL holds a full WAL's frames since it last started over: it does not by itself.
+    const full = r.log >= walFrames;
     waiting = full;
     parentPort.postMessage({ type: 'checkpoint', ...r, full, ms: performance.now() - t });
   } catch (err) {
@@ -119,6 +137,7 @@ export class Checkpointer {
         sqlite,
         file: join(dataDir, DB_FILE),
         walBytes: this.#deps.walBytes ?? 32 * 1024 * 1024,
+        pageSize: db.pragma('page_size', { simple: true }),
         maxAgeMs: this.#deps.maxAgeMs ?? 10_000,
         pollMs: this.#deps.pollMs ?? 500,
         tailFrames: 256,
