@@ -833,6 +833,38 @@ describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
     }
   });
 
+  it('the writer moves rarely while a move holds up few callers, in short slices while it holds up many', async () => {
+    const f = await fixture();
+    try {
+      const d = f.device('st-slices');
+      let ts = 1;
+      const write = async (n: number, keys = 1) => {
+        const body = Array.from({ length: n / keys }, () => ({
+          ts: ts++,
+          values: Object.fromEntries(Array.from({ length: keys }, (_, k) => [`k${k}`, ts])),
+        }));
+        await f.telemetry.ingest(d, JSON.stringify(body));
+        await new Promise((r) => setImmediate(r));
+      };
+      // Batches of 100 points: no move before 30,000 staged points (or the age limit).
+      for (let b = 0; b < 60; b++) await write(100);
+      assert.equal(staged(f), 6000);
+      // 24,000 points over 1,000 series (too few per series to go straight in): 30,000 staged.
+      await write(24_000, 1000);
+      await new Promise((r) => setImmediate(r));
+      assert.equal(staged(f), 0, 'one move of the 30,000');
+      // The batch after the move had 1,000 points: a move would hold up 1/30 of its slice, so
+      // moves shrink to 5,000 points.
+      for (let b = 0; b < 6; b++) await write(1000);
+      await new Promise((r) => setImmediate(r));
+      assert.ok(staged(f) < 5000, `moved down to under 5,000 staged points: ${staged(f)}`);
+      assert.ok(count(f.db, 'SELECT count(*) AS n FROM ts_kv') >= 35_000);
+      assert.equal(f.telemetry.devicePoints(d.id), 36_000);
+    } finally {
+      await f.close();
+    }
+  });
+
   it('the writer moves staged points by itself: in slices under load, and a trickle after a while', async () => {
     const f = await fixture({ batchMaxPoints: 50 });
     try {

@@ -70,6 +70,7 @@ export class TelemetryService {
       now: this.#deps.now,
     });
     this.#evictor = evictor;
+    const stageCap = Math.max(5_000, Math.floor(config.maxPoints / 20));
     this.#writer = new TelemetryWriter({
       store,
       log,
@@ -78,7 +79,8 @@ export class TelemetryService {
       maxBatchPoints: config.batchMaxPoints,
       // Large moves write fewer pages per point, but the stage table holds a move's points
       // besides the bound: at most 5 % of it.
-      settleBulkPoints: Math.max(5_000, Math.min(300_000, Math.floor(config.maxPoints / 20))),
+      settleBulkPoints: Math.min(300_000, stageCap),
+      settleQuietPoints: Math.min(30_000, stageCap),
       onCommit: (items) => {
         this.#emit(items);
         evictor.kick();
