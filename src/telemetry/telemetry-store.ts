@@ -28,7 +28,8 @@ interface StagedBatch {
   readonly hi: number;
   readonly n: number;
   /** Points per (device, chunk, key), as `[rid, chunk, keyId, n]`. */
-  readonly counts: ReadonlyMap<string, number[]>;
+  /** `[rid, chunk, keyId, points]` per (device, chunk, key). */
+  readonly counts: readonly number[][];
 }
 
 /** Points of one device for one commit. */
@@ -154,7 +155,7 @@ export class TelemetryStore {
       return this.#writeDirect(items);
     }
     const newKeys: string[] = [];
-    const counts = new Map<string, number[]>();
+    const counts: number[][] = [];
     const latest = new Map<number, Map<number, TsEntry>>();
     const dropped = new Set<number>();
     try {
@@ -173,7 +174,7 @@ export class TelemetryStore {
         }
       }
       let staged = 0;
-      for (const c of counts.values()) {
+      for (const c of counts) {
         staged += c[3];
         this.#stagedPerDevice.set(c[0], (this.#stagedPerDevice.get(c[0]) ?? 0) + c[3]);
       }
@@ -295,7 +296,7 @@ export class TelemetryStore {
   #stageTx(
     items: readonly WriteItem[],
     newKeys: string[],
-    counts: Map<string, number[]>,
+    counts: number[][],
     latest: Map<number, Map<number, TsEntry>>,
     gone: Set<number>,
   ): number {
@@ -303,6 +304,9 @@ export class TelemetryStore {
     let hi = 0;
     const live = new Set<number>();
     const rows: unknown[] = [];
+    // Point counts by (device, chunk), then key: the points of one item share a device and
+    // mostly a chunk, so the string key is built per item, not per point.
+    const index = new Map<string, Map<number, number[]>>();
     for (const item of items) {
       const { rid } = item;
       if (!live.has(rid)) {
@@ -317,14 +321,29 @@ export class TelemetryStore {
       }
       // The newest point of each series (the last written among equal ts) is its latest value.
       const byKey = latest.get(rid) as Map<number, TsEntry>;
+      let chunkOf = Number.NaN;
+      let inChunk = new Map<number, number[]>();
       for (const p of item.points) {
         const keyId = this.#keyIdOf(p.key, newKeys);
         rows.push(rid, keyId, p.ts, KIND_CODE[p.kind], bindValue(p.kind, p.value));
         const chunk = Math.floor(p.ts / CHUNK_MS);
-        const id = `${rid},${chunk},${keyId}`;
-        const c = counts.get(id);
+        if (chunk !== chunkOf) {
+          chunkOf = chunk;
+          const id = `${rid},${chunk}`;
+          const found = index.get(id);
+          if (found) inChunk = found;
+          else {
+            inChunk = new Map();
+            index.set(id, inChunk);
+          }
+        }
+        const c = inChunk.get(keyId);
         if (c) c[3]++;
-        else counts.set(id, [rid, chunk, keyId, 1]);
+        else {
+          const fresh = [rid, chunk, keyId, 1];
+          inChunk.set(keyId, fresh);
+          counts.push(fresh);
+        }
         const newest = byKey.get(keyId);
         if (!newest || p.ts >= newest.ts) byKey.set(keyId, p);
       }
@@ -417,7 +436,7 @@ export class TelemetryStore {
     } else {
       this.#staged -= moved;
       for (const b of batches) {
-        for (const [rid, , , n] of b.counts.values()) {
+        for (const [rid, , , n] of b.counts) {
           const left = (this.#stagedPerDevice.get(rid) ?? 0) - n;
           if (left > 0) this.#stagedPerDevice.set(rid, left);
           else this.#stagedPerDevice.delete(rid);
@@ -737,10 +756,11 @@ function aggValue(agg: Aggregation, r: AggRow): { kind: TsKind; value: TsScalar 
 
 /** The counts of several staged batches, summed per (device, chunk, key). */
 function mergeCounts(batches: readonly StagedBatch[]): Iterable<number[]> {
-  if (batches.length === 1) return batches[0].counts.values();
+  if (batches.length === 1) return batches[0].counts;
   const sum = new Map<string, number[]>();
   for (const b of batches) {
-    for (const [id, c] of b.counts) {
+    for (const c of b.counts) {
+      const id = `${c[0]},${c[1]},${c[2]}`;
       const have = sum.get(id);
       if (have) have[3] += c[3];
       else sum.set(id, [c[0], c[1], c[2], c[3]]);
