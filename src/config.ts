@@ -235,8 +235,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'int',
     min: 1,
     max: 1_000_000,
-    default: 20_000,
-    help: 'Group commit: most points in one transaction',
+    default: 100_000,
+    help: 'Group commit: most points in one transaction (at most 2 % of the max points)',
   },
   {
     path: 'auth.accessTokenTtlSec',

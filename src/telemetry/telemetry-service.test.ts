@@ -174,6 +174,26 @@ describe('ingest and group commit', () => {
     }
   });
 
+  it('keeps batches to 2 % of the ring-buffer bound', async () => {
+    // Bound 500,000: batches of at most 10,000 points, whatever --telemetry-batch-max-points says.
+    const g = await fixture({ maxPoints: 500_000, batchMaxPoints: 100_000 });
+    try {
+      const devices = Array.from({ length: 25 }, (_, i) => g.device(`cap-${i}`));
+      const before = g.telemetry.stats.batches;
+      const body = JSON.stringify(
+        Array.from({ length: 1000 }, (_, i) => ({ ts: i + 1, values: { v: i } })),
+      );
+      await Promise.all(devices.map((d) => g.telemetry.ingest(d, body)));
+      assert.ok(
+        g.telemetry.stats.batches - before >= 3,
+        `25,000 points in batches of at most 10,000: ${g.telemetry.stats.batches - before} batches`,
+      );
+      assert.equal(g.telemetry.stats.points, 25_000);
+    } finally {
+      await g.close();
+    }
+  });
+
   it('stores nothing of a bad payload', async () => {
     const d = f.device('bad');
     const n = count(f.db);

@@ -76,7 +76,12 @@ export class TelemetryService {
       log,
       maxWaitMs: config.batchMaxWaitMs,
       lingerMs: config.batchLingerMs,
-      maxBatchPoints: config.batchMaxPoints,
+      // A batch over 2 % of the bound overshoots it while eviction catches up (bench:storage,
+      // bound 1,000,000: 105.8 % with 20,000-point batches, 117.7 % with 50,000).
+      maxBatchPoints: Math.min(
+        config.batchMaxPoints,
+        Math.max(5_000, Math.floor(config.maxPoints / 50)),
+      ),
       // Large moves write fewer pages per point, but the stage table holds a move's points
       // besides the bound: at most 5 % of it.
       settleBulkPoints: Math.min(300_000, stageCap),
