@@ -6,18 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import pkg from '../package.json' with { type: 'json' };
-import { runGateway, spawnGateway } from './helpers/process.js';
-
-const LOOPBACK = [
-  '--bind',
-  '127.0.0.1',
-  '--http-port',
-  '0',
-  '--mqtt-port',
-  '0',
-  '--coap-port',
-  '0',
-];
+import { LOOPBACK_EPHEMERAL, runGateway, spawnGateway } from './helpers/process.js';
 
 describe('the edge-gateway command', () => {
   let dir: string;
@@ -53,7 +42,9 @@ describe('the edge-gateway command', () => {
   it('creates an administrator with a generated password on first start, logged once and saved 0600', async () => {
     const dataDir = join(dir, 'first-start');
     // Started from another working directory: the bundle resolves its native addons itself.
-    const gw = await spawnGateway(['serve', '--data-dir', dataDir, ...LOOPBACK], { cwd: tmpdir() });
+    const gw = await spawnGateway(['serve', '--data-dir', dataDir, ...LOOPBACK_EPHEMERAL], {
+      cwd: tmpdir(),
+    });
     try {
       const file = join(dataDir, 'initial-admin.txt');
       assert.equal((await stat(file)).mode & 0o777, 0o600);
@@ -86,7 +77,7 @@ describe('the edge-gateway command', () => {
       assert.equal(await gw.stop('SIGTERM'), 0);
     }
     // A second start keeps the first administrator and does not log a new password.
-    const again = await spawnGateway(['serve', '--data-dir', dataDir, ...LOOPBACK]);
+    const again = await spawnGateway(['serve', '--data-dir', dataDir, ...LOOPBACK_EPHEMERAL]);
     try {
       assert.ok(!again.lines.some((l) => 'initialPassword' in l));
     } finally {
@@ -96,7 +87,7 @@ describe('the edge-gateway command', () => {
 
   it('uses EDGE_ADMIN_EMAIL and EDGE_ADMIN_PASSWORD when set and writes no password file', async () => {
     const dataDir = join(dir, 'env-admin');
-    const gw = await spawnGateway(['serve', '--data-dir', dataDir, ...LOOPBACK], {
+    const gw = await spawnGateway(['serve', '--data-dir', dataDir, ...LOOPBACK_EPHEMERAL], {
       env: { EDGE_ADMIN_EMAIL: 'ops@plant.example', EDGE_ADMIN_PASSWORD: 'correct-horse-9' },
     });
     try {
@@ -114,7 +105,12 @@ describe('the edge-gateway command', () => {
   });
 
   it('stops on SIGTERM with exit code 0 within 5 s, and logs each port it chose', async () => {
-    const gw = await spawnGateway(['serve', '--data-dir', join(dir, 'sigterm'), ...LOOPBACK]);
+    const gw = await spawnGateway([
+      'serve',
+      '--data-dir',
+      join(dir, 'sigterm'),
+      ...LOOPBACK_EPHEMERAL,
+    ]);
     const listening = gw.lines.filter((l) => l.msg === 'listening');
     assert.deepEqual(listening.map((l) => l.transport).sort(), ['coap', 'http', 'mqtt']);
     for (const l of listening) assert.ok((l.port as number) > 0);
@@ -127,12 +123,12 @@ describe('the edge-gateway command', () => {
 
   it('refuses to start against a newer schema, and on a busy port, with exit 1 and a clear line', async () => {
     const dataDir = join(dir, 'newer');
-    const first = await spawnGateway(['serve', '--data-dir', dataDir, ...LOOPBACK]);
+    const first = await spawnGateway(['serve', '--data-dir', dataDir, ...LOOPBACK_EPHEMERAL]);
     await first.stop();
     const db = new Database(join(dataDir, 'edge-gateway.db'));
     db.pragma('user_version = 999');
     db.close();
-    const newer = await runGateway(['serve', '--data-dir', dataDir, ...LOOPBACK]);
+    const newer = await runGateway(['serve', '--data-dir', dataDir, ...LOOPBACK_EPHEMERAL]);
     assert.equal(newer.code, 1);
     assert.match(newer.stdout, /schema version 999 is newer than this build knows/);
 
@@ -144,7 +140,7 @@ describe('the edge-gateway command', () => {
         'serve',
         '--data-dir',
         join(dir, 'busy'),
-        ...LOOPBACK,
+        ...LOOPBACK_EPHEMERAL,
         '--mqtt-port',
         String(port),
       ]);

@@ -7,29 +7,21 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { DB_FILE } from '../src/db/open.js';
-import { BUNDLE, type GatewayProcess, spawnGateway } from './helpers/process.js';
+import {
+  BUNDLE,
+  type GatewayProcess,
+  LOOPBACK_EPHEMERAL,
+  spawnGateway,
+} from './helpers/process.js';
 
 const EMAIL = 'crash@test.local';
 const PASSWORD = 'crash-password-1';
 const T0 = 1_700_000_000_000;
 
 async function start(dir: string): Promise<{ gw: GatewayProcess; base: string; token: string }> {
-  const gw = await spawnGateway(
-    [
-      'serve',
-      '--data-dir',
-      dir,
-      '--http-port',
-      '0',
-      '--mqtt-port',
-      '0',
-      '--coap-port',
-      '0',
-      '--bind',
-      '127.0.0.1',
-    ],
-    { env: { EDGE_ADMIN_EMAIL: EMAIL, EDGE_ADMIN_PASSWORD: PASSWORD } },
-  );
+  const gw = await spawnGateway(['serve', '--data-dir', dir, ...LOOPBACK_EPHEMERAL], {
+    env: { EDGE_ADMIN_EMAIL: EMAIL, EDGE_ADMIN_PASSWORD: PASSWORD },
+  });
   const base = `http://127.0.0.1:${gw.ports.http}`;
   const login = await fetch(`${base}/api/auth/login`, {
     method: 'POST',

@@ -15,6 +15,7 @@ import Database from 'better-sqlite3';
 import {
   BUNDLE,
   type GatewayProcess,
+  LOOPBACK_EPHEMERAL,
   PROJECT_ROOT,
   spawnGateway,
 } from '../../test/helpers/process.js';
@@ -55,22 +56,7 @@ export async function startGatewayProcess(
   let proc: GatewayProcess;
   try {
     proc = await spawnGateway(
-      [
-        'serve',
-        '--data-dir',
-        dataDir,
-        '--bind',
-        '127.0.0.1',
-        '--http-port',
-        '0',
-        '--mqtt-port',
-        '0',
-        '--coap-port',
-        '0',
-        '--log-level',
-        'info',
-        ...extraArgs,
-      ],
+      ['serve', '--data-dir', dataDir, ...LOOPBACK_EPHEMERAL, '--log-level', 'info', ...extraArgs],
       { env: { EDGE_ADMIN_EMAIL: ADMIN_EMAIL, EDGE_ADMIN_PASSWORD: ADMIN_PASSWORD, ...env } },
     );
   } catch (err) {

@@ -13,9 +13,9 @@ export interface CheckpointerDeps {
    * pages); the gateway's connection finishes the checkpoint once the WAL holds this much in all.
    */
   readonly walBytes?: number;
-  /** Otherwise checkpoint a WAL that changed at most this long after the last one. */
+  /** Otherwise checkpoint whatever the WAL holds this long after the last checkpoint. */
   readonly maxAgeMs?: number;
-  /** How often the WAL file is looked at. */
+  /** How often the worker reads the WAL's frame counts. */
   readonly pollMs?: number;
 }
 
@@ -26,7 +26,7 @@ interface CheckpointReport {
   readonly log?: number;
   readonly checkpointed?: number;
   readonly ms?: number;
-  /** The WAL had reached `walBytes`. */
+  /** The WAL holds `walBytes` of frames since it last started over: the gateway finishes. */
   readonly full?: boolean;
   readonly message?: string;
 }
@@ -48,6 +48,7 @@ const walFrames = Math.ceil(workerData.walBytes / workerData.pageSize);
 // order: mxFrame (frames in the WAL since it last started over) at byte 16, nBackfill (those
 // already in the database file) at byte 96. Read without locks: only a trigger.
 const header = Buffer.alloc(100);
+const u32 = endianness() === 'LE' ? (at) => header.readUInt32LE(at) : (at) => header.readUInt32BE(at);
 let shm;
 function frames() {
   try {
@@ -56,7 +57,6 @@ function frames() {
   } catch {
     return undefined;
   }
-  const u32 = (at) => (endianness() === 'LE' ? header.readUInt32LE(at) : header.readUInt32BE(at));
   const total = u32(16);
   return { total, pending: total - u32(96) };
 }

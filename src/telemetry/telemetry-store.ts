@@ -27,7 +27,6 @@ interface Series {
 interface StagedBatch {
   readonly hi: number;
   readonly n: number;
-  /** Points per (device, chunk, key), as `[rid, chunk, keyId, n]`. */
   /** `[rid, chunk, keyId, points]` per (device, chunk, key). */
   readonly counts: readonly number[][];
 }
@@ -840,6 +839,14 @@ const STAGED_VALUES = `device_rid, key_id, ts, ${(
   .map((k) => `CASE kind WHEN ${KIND_CODE[k]} THEN v END`)
   .join(', ')}`;
 
+/** Every typed value column of a row taken from the conflicting insert. */
+const SET_VALUES = `dbl_v = excluded.dbl_v, long_v = excluded.long_v, bool_v = excluded.bool_v,
+  str_v = excluded.str_v, json_v = excluded.json_v`;
+
+/** The upsert of a latest value: an older point never replaces a newer one. */
+const LATEST_CONFLICT = `ON CONFLICT (device_rid, key_id) DO UPDATE SET ts = excluded.ts, ${SET_VALUES}
+  WHERE excluded.ts >= ts_kv_latest.ts`;
+
 /**
  * Latest values: an older point never replaces a newer latest value. Chunk counts add up; a
  * series may have two rows for one chunk in a batch (value kind changed), which the upsert sums.
@@ -848,10 +855,7 @@ function upsertSql(table: 'latest' | 'chunk', n: number): string {
   if (table === 'latest') {
     return `INSERT INTO ts_kv_latest (device_rid, key_id, ts, dbl_v, long_v, bool_v, str_v, json_v)
       VALUES ${Array(n).fill('(?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}
-      ON CONFLICT (device_rid, key_id) DO UPDATE SET ts = excluded.ts, dbl_v = excluded.dbl_v,
-        long_v = excluded.long_v, bool_v = excluded.bool_v, str_v = excluded.str_v,
-        json_v = excluded.json_v
-      WHERE excluded.ts >= ts_kv_latest.ts`;
+      ${LATEST_CONFLICT}`;
   }
   return `INSERT INTO ts_kv_chunk (device_rid, chunk, key_id, points)
     VALUES ${Array(n).fill('(?, ?, ?, ?)').join(', ')}
@@ -958,6 +962,8 @@ function toAggRow(agg: Aggregation, a: Array<number | string | null>): AggRow | 
 
 function prepare(db: Db) {
   const values = 'ts, dbl_v, long_v, bool_v, str_v, json_v';
+  const moveNew = `INSERT OR IGNORE INTO ts_kv (device_rid, key_id, ${values})
+    SELECT ${STAGED_VALUES} FROM ts_kv_stage WHERE seq <= ?`;
   const safe = (stmt: Statement) => stmt.safeIntegers(true);
   return {
     allKeys: db.prepare('SELECT id, key FROM ts_key'),
@@ -978,26 +984,17 @@ function prepare(db: Db) {
        SELECT ${STAGED_VALUES} FROM (
          SELECT *, row_number() OVER (PARTITION BY device_rid, key_id ORDER BY ts DESC, seq DESC) AS r
          FROM ts_kv_stage WHERE seq <= ?) WHERE r = 1
-       ON CONFLICT (device_rid, key_id) DO UPDATE SET ts = excluded.ts, dbl_v = excluded.dbl_v,
-         long_v = excluded.long_v, bool_v = excluded.bool_v, str_v = excluded.str_v,
-         json_v = excluded.json_v
-       WHERE excluded.ts >= ts_kv_latest.ts`,
+       ${LATEST_CONFLICT}`,
     ),
     // Fast move: fails to insert (and is rolled back) if a point exists or is staged twice.
-    moveNew: db.prepare(
-      `INSERT OR IGNORE INTO ts_kv (device_rid, key_id, ${values}) SELECT ${STAGED_VALUES} FROM ts_kv_stage WHERE seq <= ?`,
-    ),
+    moveNew: db.prepare(moveNew),
     // A large move sorted first: each series' leaf pages are then visited once, in order.
-    moveNewSorted: db.prepare(
-      `INSERT OR IGNORE INTO ts_kv (device_rid, key_id, ${values}) SELECT ${STAGED_VALUES} FROM ts_kv_stage WHERE seq <= ? ORDER BY device_rid, key_id, ts`,
-    ),
+    moveNewSorted: db.prepare(`${moveNew} ORDER BY device_rid, key_id, ts`),
     // Exact move: in (series, ts, arrival) order, so the last value written for a ts wins.
     moveAll: db.prepare(
       `INSERT INTO ts_kv (device_rid, key_id, ${values})
        SELECT ${STAGED_VALUES} FROM ts_kv_stage WHERE seq <= ? ORDER BY device_rid, key_id, ts, seq
-       ON CONFLICT (device_rid, key_id, ts) DO UPDATE SET dbl_v = excluded.dbl_v,
-         long_v = excluded.long_v, bool_v = excluded.bool_v, str_v = excluded.str_v,
-         json_v = excluded.json_v`,
+       ON CONFLICT (device_rid, key_id, ts) DO UPDATE SET ${SET_VALUES}`,
     ),
     // New points per (device, chunk, key) among the staged ones, as `[rid, chunk, keyId, n]`.
     countNew: db.prepare(

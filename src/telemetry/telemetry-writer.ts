@@ -189,19 +189,20 @@ export class TelemetryWriter {
    */
   #scheduleSettle(): void {
     const staged = this.#deps.store.stagedPoints;
-    const quiet = this.#deps.settleQuietPoints ?? 30_000;
-    const slice =
-      this.#queued >= this.#deps.maxBatchPoints
-        ? (this.#deps.settleBulkPoints ?? 100_000)
-        : (this.#heldPoints ?? 0) * 100 <= quiet
-          ? quiet
-          : (this.#deps.settlePoints ?? 5_000);
+    const slice = this.#slice();
     if (staged >= slice) {
       this.#settleImmediate ??= setImmediate(() => this.#settle(slice));
     } else if (staged > 0 && !this.#settleTimer) {
       this.#settleTimer = setTimeout(() => this.#settle(), this.#deps.settleMaxAgeMs ?? 2_000);
       this.#settleTimer.unref();
     }
+  }
+
+  #slice(): number {
+    if (this.#queued >= this.#deps.maxBatchPoints) return this.#deps.settleBulkPoints ?? 100_000;
+    const quiet = this.#deps.settleQuietPoints ?? 30_000;
+    if ((this.#heldPoints ?? 0) * 100 <= quiet) return quiet;
+    return this.#deps.settlePoints ?? 5_000;
   }
 
   #settle(maxPoints?: number): void {

@@ -7,6 +7,18 @@ import { fileURLToPath } from 'node:url';
 export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const BUNDLE = join(PROJECT_ROOT, 'dist', 'edge-gateway.mjs');
 
+/** `serve` flags for a gateway on loopback with every port chosen by the OS. */
+export const LOOPBACK_EPHEMERAL: readonly string[] = [
+  '--bind',
+  '127.0.0.1',
+  '--http-port',
+  '0',
+  '--mqtt-port',
+  '0',
+  '--coap-port',
+  '0',
+];
+
 export interface GatewayProcess {
   readonly child: ChildProcess;
   readonly lines: Array<Record<string, unknown>>;
