@@ -97,7 +97,7 @@ function message(ts: number, i: number): TsEntry[] {
 /**
  * Streams `total` points as device messages (every device reports once per simulated second)
  * through `write`, keeping a bounded number of points in flight as transports would, and
- * returns points/s measured from the first write to the last commit.
+ * returns points/s measured from the first write until every point is in `ts_kv`.
  */
 async function stream(
   e: Env,
@@ -132,6 +132,8 @@ async function stream(
     if (all.length > 100_000) all.splice(0, all.length - 1000);
   }
   await Promise.all(all);
+  // Points still staged are moved within the measured time: the rate is into `ts_kv`.
+  e.telemetry.flush();
   const seconds = (performance.now() - started) / 1000;
   return { rate: Math.round(total / seconds), endTs: startTs + second * 1000 };
 }
