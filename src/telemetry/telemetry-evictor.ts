@@ -85,6 +85,8 @@ export class TelemetryEvictor {
   /** One eviction step; returns the number of points deleted (0 = nothing to do). */
   step(): number {
     const { store, maxPoints, maxPointsPerDevice, ttlDays } = this.#deps;
+    // Staged points first: the chunk counts then hold every point.
+    store.settle();
     let n = 0;
     if (ttlDays > 0) {
       // Whole chunks that ended before the age limit.

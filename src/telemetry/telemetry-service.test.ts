@@ -561,6 +561,24 @@ describe('ring buffer eviction', () => {
       await f.close();
     }
   });
+
+  it('with an age limit, the check after each commit leaves the staged points staged', async () => {
+    const f = await fixture({ ttlDays: 1 });
+    try {
+      const d = f.device('ttl-staged');
+      f.now.value = T0 + 30 * HOUR;
+      await f.telemetry.ingest(d, JSON.stringify({ ts: T0 + 29 * HOUR, values: { v: 1 } }));
+      // The evictor's check runs on the next turn of the event loop.
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+      const staged = f.db.prepare('SELECT count(*) AS n FROM ts_kv_stage').get() as { n: number };
+      assert.equal(staged.n, 1, 'not moved by the eviction check');
+      assert.equal(f.telemetry.evictNow(), 0);
+      assert.equal(f.telemetry.devicePoints(d.id), 1);
+    } finally {
+      await f.close();
+    }
+  });
 });
 
 describe('restart and deletes', () => {

@@ -656,9 +656,12 @@ export class TelemetryStore {
     return deleted;
   }
 
-  /** The oldest chunk holding points, of one device or of all. */
+  /**
+   * The oldest chunk holding points in `ts_kv`, of one device or of all. Staged points are left
+   * out (they are the newest, and the evictor asks after every commit: moving them here would
+   * move every batch on its own).
+   */
   oldestChunk(rid?: number): number | undefined {
-    this.settle();
     const r = (rid === undefined ? this.#s.oldestChunk.get() : this.#s.oldestChunkOf.get(rid)) as {
       c: number | null;
     };
