@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { HttpBindings } from '@hono/node-server';
 import type { Context } from 'hono';
 import type { Principal } from '../../auth/auth-service.js';
@@ -24,9 +25,23 @@ export async function readBody(c: Context<HttpEnv>): Promise<Buffer> {
   if (!incoming || headers?.['content-length'] === undefined || headers['transfer-encoding']) {
     return Buffer.from(await c.req.arrayBuffer());
   }
-  const chunks: Buffer[] = [];
-  for await (const chunk of incoming) chunks.push(chunk as Buffer);
-  return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+  return readRequest(incoming);
+}
+
+/**
+ * The whole body of a Node request, from its events (an async iterator costs more than the
+ * rest of the read). Rejects if the client goes away before the end.
+ */
+export function readRequest(req: IncomingMessage): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.once('end', () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+    req.once('error', reject);
+    req.once('close', () => {
+      if (!req.complete) reject(new Error('request aborted'));
+    });
+  });
 }
 
 /** Reads a JSON body; malformed JSON is a client error (400), not a 500 as in ThingsBoard. */

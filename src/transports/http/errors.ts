@@ -39,27 +39,39 @@ export function errorBody(status: number, message: string) {
   return { status, message, errorCode: TB_ERROR_CODE[status] ?? 2, timestamp: Date.now() };
 }
 
+/** An error as an HTTP reply: status, JSON body and extra headers. */
+export interface ErrorReply {
+  readonly status: ContentfulStatusCode;
+  readonly body: ReturnType<typeof errorBody>;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
 /**
- * The single place where errors become HTTP responses. Client errors log at info, server
- * errors at error with the cause; the process never goes down for a bad request.
+ * The single place where errors become HTTP replies (Hono's `onError` and the device API's fast
+ * lane). Client errors log at info, server errors at error with the cause; the process never
+ * goes down for a bad request.
  */
-export function handleError(err: Error, c: Context, log: Logger): Response {
+export function errorReply(err: Error, method: string, path: string, log: Logger): ErrorReply {
   const status = statusOf(err);
   const message = status === 500 ? 'Internal server error' : err.message;
   if (status >= 500 && status !== 503) {
-    log.error({ err, method: c.req.method, path: c.req.path }, 'request failed');
+    log.error({ err, method, path }, 'request failed');
   } else {
-    log.info(
-      { status, method: c.req.method, path: c.req.path, reason: err.message },
-      'request rejected',
-    );
+    log.info({ status, method, path, reason: err.message }, 'request rejected');
   }
+  const headers: Record<string, string> = {};
   if (err instanceof TooManyRequestsError && err.retryAfterSec) {
-    c.header('Retry-After', String(err.retryAfterSec));
+    headers['Retry-After'] = String(err.retryAfterSec);
   }
   // A 413 is sent before the body is read: close the connection, so that no client reuses a
   // socket that still carries the rest of that body (clients saw 'fetch failed' on the next
   // request otherwise).
-  if (status === 413) c.header('Connection', 'close');
-  return c.json(errorBody(status, message), status);
+  if (status === 413) headers.Connection = 'close';
+  return { status, body: errorBody(status, message), headers };
+}
+
+export function handleError(err: Error, c: Context, log: Logger): Response {
+  const r = errorReply(err, c.req.method, c.req.path, log);
+  for (const [name, value] of Object.entries(r.headers)) c.header(name, value);
+  return c.json(r.body, r.status);
 }
