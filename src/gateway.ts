@@ -41,7 +41,10 @@ import { deviceAuth } from './transports/http/device-api/device-auth.js';
 import { firmwareApi } from './transports/http/device-api/firmware.js';
 import { provisionApi } from './transports/http/device-api/provision.js';
 import { deviceRpcRoutes } from './transports/http/device-api/rpc.js';
-import { deviceTelemetryRoutes } from './transports/http/device-api/telemetry.js';
+import {
+  deviceTelemetryRoutes,
+  telemetryFastLane,
+} from './transports/http/device-api/telemetry.js';
 import { deviceProfileRoutes } from './transports/http/device-profile-routes.js';
 import { groupRoutes } from './transports/http/group-routes.js';
 import { HttpServer } from './transports/http/http-server.js';
@@ -177,7 +180,22 @@ export class Gateway implements AsyncDisposable {
         apiRoutes: apiRoutes(s, config),
         bodyLimitExempt: [OTA_UPLOAD_ROUTE, DASHBOARD_SAVE_ROUTE],
       });
-      this.#http = new HttpServer({ app, host, port: config.http.port, log: this.loggers.http });
+      const lanes = [
+        telemetryFastLane({
+          devices: s.devices,
+          activity: s.activity,
+          telemetry: s.telemetry,
+          maxBodyBytes: config.http.maxBodyBytes,
+          log: this.loggers.http,
+        }),
+      ];
+      this.#http = new HttpServer({
+        app,
+        host,
+        port: config.http.port,
+        log: this.loggers.http,
+        lanes,
+      });
       await this.#http.start();
       log.info({ transport: 'http', host, port: this.#http.port }, 'listening');
 

@@ -1,5 +1,11 @@
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { Hono } from 'hono';
+import pino from 'pino';
+import type { HttpEnv } from '../src/transports/http/context.js';
+import { telemetryFastLane } from '../src/transports/http/device-api/telemetry.js';
+import { HttpServer } from '../src/transports/http/http-server.js';
 import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
 
 type Series = Record<string, Array<{ ts: number; value: unknown }>>;
@@ -96,6 +102,109 @@ describe('device telemetry upload over HTTP', () => {
     const res = await post('{"a":1}', 'no-such-token');
     assert.equal(res.status, 401);
     assert.equal(await res.text(), '');
+  });
+
+  /** The same POST with a chunked body: the Hono route instead of the fast lane. */
+  const postChunked = (body: string, token = dev.token) =>
+    fetch(`${t.baseUrl}/api/v1/${token}/telemetry`, {
+      method: 'POST',
+      body: new ReadableStream({
+        start(c) {
+          c.enqueue(new TextEncoder().encode(body));
+          c.close();
+        },
+      }),
+      duplex: 'half',
+    } as RequestInit);
+  const answer = async (res: Response) => {
+    const text = await res.text();
+    const json = text ? (JSON.parse(text) as Record<string, unknown>) : undefined;
+    if (json) delete json.timestamp;
+    return { status: res.status, type: res.headers.get('content-type'), json };
+  };
+
+  it('answers alike with a declared length (fast lane) and a chunked body (Hono route)', async () => {
+    for (const body of ['{"lane1":1}', '{"a":', '[1]', '', '{"ts":"x","values":{"v":1}}']) {
+      const declared = await answer(await post(body));
+      const chunked = await answer(await postChunked(body));
+      assert.deepEqual(declared, chunked, body);
+    }
+    const unknown = await answer(await postChunked('{"a":1}', 'no-such-token'));
+    assert.deepEqual(unknown, await answer(await post('{"a":1}', 'no-such-token')));
+    assert.equal(unknown.status, 401);
+    const values = await latest('lane1');
+    assert.equal(values.lane1[0].value, '1');
+  });
+
+  it('the fast lane serves declared bodies of known devices and leaves the rest to the app', async () => {
+    const s = t.gw.services;
+    const app = new Hono<HttpEnv>();
+    app.all('*', (c) => c.text('app', 299 as 200));
+    const log = pino({ level: 'silent' });
+    const server = new HttpServer({
+      app,
+      host: '127.0.0.1',
+      port: 0,
+      log,
+      lanes: [telemetryFastLane({ ...s, maxBodyBytes: 1024, log })],
+    });
+    const port = await server.start();
+    try {
+      const url = (token: string) => `http://127.0.0.1:${port}/api/v1/${token}/telemetry`;
+      const lane = await fetch(url(dev.token), { method: 'POST', body: '{"fast1":1}' });
+      assert.equal(lane.status, 200);
+      const bad = await fetch(url(dev.token), { method: 'POST', body: '{"a":' });
+      assert.equal(bad.status, 400);
+      assert.match(((await bad.json()) as { message: string }).message, /Invalid JSON/);
+      for (const res of [
+        await fetch(url('no-such-token'), { method: 'POST', body: '{"a":1}' }),
+        await fetch(url(dev.token), { method: 'POST', body: 'x'.repeat(2000) }),
+        await fetch(url(dev.token), { method: 'GET' }),
+        await fetch(`${url(dev.token)}/more`, { method: 'POST', body: '{}' }),
+      ]) {
+        assert.equal(res.status, 299);
+        assert.equal(await res.text(), 'app');
+      }
+      assert.equal((await latest('fast1')).fast1[0].value, '1');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('accepts a query string and a percent-encoded token', async () => {
+    assert.equal(
+      (await t.api(`/api/v1/${dev.token}/telemetry?x=1`, { body: '{"q1":1}' })).status,
+      200,
+    );
+    const encoded = [...dev.token].map((ch) => `%${ch.charCodeAt(0).toString(16)}`).join('');
+    assert.equal((await post('{"q2":2}', encoded)).status, 200);
+    const values = await latest('q1,q2');
+    assert.deepEqual(Object.keys(values).sort(), ['q1', 'q2']);
+  });
+
+  it('a body over the limit is 413 either way, and nothing is stored', async () => {
+    const big = JSON.stringify({ big1: 'x'.repeat(70 * 1024) });
+    for (const res of [await post(big), await postChunked(big)]) {
+      assert.equal(res.status, 413);
+      assert.match(((await res.json()) as { message: string }).message, /larger than/);
+    }
+    assert.ok(!('big1' in (await latest())));
+  });
+
+  it('a client that leaves mid-body stores nothing, and the next one is served', async () => {
+    const { port } = new URL(t.baseUrl);
+    const socket = connect(Number(port), '127.0.0.1');
+    await new Promise((r) => socket.once('connect', r));
+    socket.write(
+      `POST /api/v1/${dev.token}/telemetry HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"half1":`,
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    socket.destroy();
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal((await post('{"after1":1}')).status, 200);
+    const values = await latest();
+    assert.ok(!('half1' in values));
+    assert.ok('after1' in values);
   });
 });
 

@@ -1,27 +1,44 @@
-import type { IncomingMessage } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { createAdaptorServer } from '@hono/node-server';
+import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { HttpEnv } from './context.js';
 
-type NodeServer = ReturnType<typeof createAdaptorServer> & {
-  closeAllConnections?: () => void;
-  closeIdleConnections?: () => void;
-  keepAliveTimeout?: number;
-  headersTimeout?: number;
-};
+/**
+ * Serves a request without Hono and returns true, or returns false (having touched nothing) to
+ * leave it to the app.
+ */
+export type FastLane = (req: IncomingMessage, res: ServerResponse) => boolean;
 
-/** Owns the HTTP listener of a Hono app. */
+type NodeServer = ReturnType<typeof createServer>;
+
+/** Owns the HTTP listener of a Hono app, and of the fast lanes tried before it. */
 export class HttpServer {
   #server: NodeServer | undefined;
 
   constructor(
-    private readonly deps: { app: Hono<HttpEnv>; host: string; port: number; log: Logger },
+    private readonly deps: {
+      app: Hono<HttpEnv>;
+      host: string;
+      port: number;
+      log: Logger;
+      lanes?: readonly FastLane[];
+    },
   ) {}
 
   async start(): Promise<number> {
-    const server = createAdaptorServer({ fetch: this.deps.app.fetch }) as NodeServer;
+    const app = getRequestListener(this.deps.app.fetch);
+    const lanes = this.deps.lanes ?? [];
+    const server = createServer((req, res) => {
+      try {
+        for (const lane of lanes) if (lane(req, res)) return;
+      } catch (err) {
+        // A lane throws before it takes the request: the app answers it (with the error).
+        this.deps.log.error({ err }, 'http fast lane failed');
+      }
+      void app(req, res);
+    });
     // @NOTE: keep idle keep-alive connections open longer than clients do (undici: 4 s, most
     // SDKs: less), so the client, not the server, closes them; a server-side close racing a
     // reused connection makes the client's next request fail.
@@ -57,8 +74,8 @@ export class HttpServer {
     if (!server) return;
     this.#server = undefined;
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    server.closeIdleConnections?.();
-    const timer = setTimeout(() => server.closeAllConnections?.(), graceMs);
+    server.closeIdleConnections();
+    const timer = setTimeout(() => server.closeAllConnections(), graceMs);
     await closed;
     clearTimeout(timer);
   }
