@@ -37,7 +37,7 @@ import { customerRoutes } from './transports/http/customer-routes.js';
 import { DASHBOARD_SAVE_ROUTE, dashboardRoutes } from './transports/http/dashboard-routes.js';
 import { deviceAttributeRoutes } from './transports/http/device-api/attributes.js';
 import { claimApi } from './transports/http/device-api/claim.js';
-import { deviceAuth } from './transports/http/device-api/device-auth.js';
+import { deviceAuth, deviceByToken } from './transports/http/device-api/device-auth.js';
 import { firmwareApi } from './transports/http/device-api/firmware.js';
 import { provisionApi } from './transports/http/device-api/provision.js';
 import { deviceRpcRoutes } from './transports/http/device-api/rpc.js';
@@ -182,8 +182,7 @@ export class Gateway implements AsyncDisposable {
       });
       const lanes = [
         telemetryFastLane({
-          devices: s.devices,
-          activity: s.activity,
+          device: deviceByToken({ devices: s.devices, activity: s.activity }),
           telemetry: s.telemetry,
           maxBodyBytes: config.http.maxBodyBytes,
           log: this.loggers.http,

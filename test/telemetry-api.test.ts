@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { Hono } from 'hono';
 import pino from 'pino';
 import type { HttpEnv } from '../src/transports/http/context.js';
+import { deviceByToken } from '../src/transports/http/device-api/device-auth.js';
 import { telemetryFastLane } from '../src/transports/http/device-api/telemetry.js';
 import { HttpServer } from '../src/transports/http/http-server.js';
 import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
@@ -146,7 +147,14 @@ describe('device telemetry upload over HTTP', () => {
       host: '127.0.0.1',
       port: 0,
       log,
-      lanes: [telemetryFastLane({ ...s, maxBodyBytes: 1024, log })],
+      lanes: [
+        telemetryFastLane({
+          device: deviceByToken(s),
+          telemetry: s.telemetry,
+          maxBodyBytes: 1024,
+          log,
+        }),
+      ],
     });
     const port = await server.start();
     try {

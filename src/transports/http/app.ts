@@ -8,7 +8,7 @@ import type { DeviceService } from '../../devices/device-service.js';
 import { PayloadTooLargeError } from '../../errors.js';
 import type { UserService } from '../../users/user-service.js';
 import { authRoutes } from './auth-routes.js';
-import type { HttpEnv } from './context.js';
+import { declaredLength, type HttpEnv } from './context.js';
 import { deviceRoutes } from './device-routes.js';
 import { errorBody, handleError } from './errors.js';
 import { requireUser } from './middleware.js';
@@ -60,9 +60,9 @@ export function createHttpApp(deps: HttpAppDeps): Hono<HttpEnv> {
     // @NOTE: Hono's bodyLimit reads `c.req.raw.body`, which makes the Node adapter build a whole
     // Fetch Request per call (a fifth of the device API's CPU). A declared Content-Length is
     // checked here from the header; only chunked bodies go through bodyLimit's counting reader.
-    const length = c.req.header('content-length');
-    if (length !== undefined && c.req.header('transfer-encoding') === undefined) {
-      if (Number(length) > deps.maxBodyBytes) {
+    const length = declaredLength(c.env?.incoming);
+    if (length !== undefined) {
+      if (length > deps.maxBodyBytes) {
         throw new PayloadTooLargeError(`Request body is larger than ${deps.maxBodyBytes} bytes`);
       }
       return next();

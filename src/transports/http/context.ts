@@ -21,11 +21,22 @@ export interface HttpEnv {
  */
 export async function readBody(c: Context<HttpEnv>): Promise<Buffer> {
   const incoming = c.env?.incoming;
-  const headers = incoming?.headers;
-  if (!incoming || headers?.['content-length'] === undefined || headers['transfer-encoding']) {
+  if (!incoming || declaredLength(incoming) === undefined) {
     return Buffer.from(await c.req.arrayBuffer());
   }
   return readRequest(incoming);
+}
+
+/**
+ * The body length a Node request declares in its Content-Length, read from Node's own header
+ * object (Hono's `c.req.header()` would build a Fetch `Headers` first); undefined for a chunked
+ * body, for none, or outside the Node adapter.
+ */
+export function declaredLength(req: IncomingMessage | undefined): number | undefined {
+  const headers = req?.headers;
+  const length = headers?.['content-length'];
+  if (length === undefined || headers?.['transfer-encoding'] !== undefined) return undefined;
+  return Number(length);
 }
 
 /**
