@@ -39,6 +39,8 @@ const NOT_AUTHORIZED = 5;
 const SESSION_TAKEN_OVER = 0x8e;
 // MQTT 5 §2.4 reason code 0x99: payload format invalid.
 const PAYLOAD_FORMAT_INVALID = 0x99;
+// MQTT 3.1.1 §3.4.1 / MQTT 5 §3.4.1: PUBACK fixed header (type 4, no flags).
+const PUBACK_HEADER = 0x40;
 
 /**
  * CONNACK code of a refused CONNECT, as ThingsBoard answers (reference §8.3): a bad token is 5 on
@@ -126,9 +128,10 @@ export class MqttServer {
           return;
         }
         this.#touch(client);
-        // Aedes sends the PUBACK when the callback runs: only after the core has committed.
+        // The PUBACK is written only after the core has committed.
         this.#publish(client, session, packet).then(
-          () => acknowledge(client, callback),
+          (answered) =>
+            answered ? answeredAlready(packet, callback) : acknowledge(client, packet, callback),
           (err: Error) => callback(err),
         );
       },
@@ -208,9 +211,10 @@ export class MqttServer {
 
   /**
    * Routes a device PUBLISH to the core (reference §11 for failures): bad input closes an MQTT
-   * 3.x connection; on MQTT 5 a QoS 1 publish gets PUBACK 0x99 and the connection stays.
+   * 3.x connection; on MQTT 5 a QoS 1 publish gets PUBACK 0x99 and the connection stays (resolves
+   * `true`: answered here).
    */
-  async #publish(client: Client, session: Session, packet: PublishPacket): Promise<void> {
+  async #publish(client: Client, session: Session, packet: PublishPacket): Promise<boolean> {
     const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
     try {
       const result = await session.publish(packet.topic, payload);
@@ -219,6 +223,7 @@ export class MqttServer {
         // A provisioning session may use its one topic only (reference §6.4).
         if (session instanceof ProvisionSession) setImmediate(() => client.close());
       }
+      return false;
     } catch (err) {
       const invalid = err instanceof ValidationError;
       const reason = (err as Error).message;
@@ -234,14 +239,13 @@ export class MqttServer {
         );
       }
       if (invalid && client.version === 5 && packet.qos === 1 && packet.messageId !== undefined) {
-        // Aedes would answer 0x87; write the PUBACK here and tell Aedes to skip its own.
+        // Aedes would answer 0x87; write the PUBACK here.
         mqttPacket.writeToStream(
           { cmd: 'puback', messageId: packet.messageId, reasonCode: PAYLOAD_FORMAT_INVALID },
           client.conn,
           { protocolVersion: 5 },
         );
-        Object.assign(packet, { _notAuthorized: true });
-        return;
+        return true;
       }
       throw err;
     }
@@ -336,20 +340,52 @@ function listen(server: Server, port: number, host: string): Promise<void> {
 }
 
 /**
- * Runs Aedes' publish callback (which writes the PUBACK) with the socket corked until the end of
- * the tick: one commit acknowledges every message of its batch in the same tick, so a client's
- * PUBACKs leave in one write instead of one system call each.
+ * Aedes' own mark of a publish it must neither acknowledge nor route (lib/handlers/publish.js,
+ * set there for refused MQTT 5 publishes). The gateway sets it on every device publish it has
+ * answered: nothing a device publishes goes to other clients, so Aedes' routing after the
+ * PUBACK (subscription match, retained store, 'publish' event, one setImmediate per message)
+ * would be work for nothing.
  */
-function acknowledge(client: Client, callback: (err: Error | null) => void): void {
-  const conn = client.conn as { cork?: () => void; uncork?: () => void };
-  if (typeof conn.cork !== 'function' || typeof conn.uncork !== 'function') {
+const ANSWERED = '_notAuthorized';
+
+/** The acknowledgement was written by the gateway: Aedes only ends the publish. */
+function answeredAlready(packet: PublishPacket, callback: (err: Error | null) => void): void {
+  Object.assign(packet, { [ANSWERED]: true });
+  callback(null);
+}
+
+/** Aedes' drain wait (one timer per client, `drainTimeout`), missing from its typings. */
+type DrainWaiter = { waitForDrain?: (done: (err?: Error) => void) => void };
+
+/**
+ * Acknowledges a committed device publish: a QoS 1 PUBACK (4 bytes, success, on MQTT 3.1.1 and
+ * 5 alike), written with the socket corked until the end of the tick, so that one commit's
+ * PUBACKs to a client leave in one write. Aedes then reads the client's next packets, after
+ * the socket drains if its buffer is full.
+ */
+function acknowledge(
+  client: Client,
+  packet: PublishPacket,
+  callback: (err: Error | null) => void,
+): void {
+  Object.assign(packet, { [ANSWERED]: true });
+  if (packet.qos !== 1 || packet.messageId === undefined) {
     callback(null);
     return;
   }
-  conn.cork();
-  try {
-    callback(null);
-  } finally {
+  const conn = client.conn as Client['conn'] & { cork?: () => void; uncork?: () => void };
+  const id = packet.messageId;
+  const ack = Buffer.from([PUBACK_HEADER, 2, id >> 8, id & 0xff]);
+  const corked = typeof conn.cork === 'function' && typeof conn.uncork === 'function';
+  if (corked) {
+    conn.cork?.();
     process.nextTick(() => conn.uncork?.());
+  }
+  if (conn.write(ack) || conn.destroyed) callback(null);
+  else {
+    const waiter = client as Client & DrainWaiter;
+    if (typeof waiter.waitForDrain === 'function')
+      waiter.waitForDrain((err) => callback(err ?? null));
+    else conn.once('drain', () => callback(null));
   }
 }
