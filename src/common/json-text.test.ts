@@ -1,13 +1,19 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ValidationError } from '../errors.js';
-import { JsonNumber, type JsonText, parseJsonText, parseJsonTextExact } from './json-text.js';
+import {
+  JsonNumber,
+  type JsonText,
+  parseJsonNative,
+  parseJsonText,
+  parseJsonTextExact,
+} from './json-text.js';
 import { typeNumber } from './value-typing.js';
 
 /** Numbers as `[kind, value]` of their typing, so that both parsers can be compared by meaning. */
-function typed(v: JsonText): unknown {
-  if (v instanceof JsonNumber) {
-    const t = typeNumber(v.raw, 'k');
+function typed(v: unknown): unknown {
+  if (v instanceof JsonNumber || typeof v === 'number') {
+    const t = typeNumber(v instanceof JsonNumber ? v.raw : String(v), 'k');
     return [t.kind, typeof t.value === 'bigint' ? `${t.value}n` : t.value];
   }
   if (Array.isArray(v)) return v.map(typed);
@@ -87,5 +93,44 @@ describe('parseJsonText', () => {
       errorOf(() => parseJsonText(deep(17), 16)),
       /nesting deeper than 16 levels/,
     );
+  });
+});
+
+describe('parseJsonNative', () => {
+  const deep = (n: number) => `${'['.repeat(n)}1${']'.repeat(n)}`;
+
+  it('parses payloads whose numbers JSON.parse keeps, typing them as their literals', () => {
+    for (const text of [
+      '{"temperature":21.5,"humidity":40,"active":true,"note":null}',
+      '{"ts":1763769600000,"values":{"a":-3,"b":-0.25,"c":"x","d":[1,2.5,{"e":false}]}}',
+      '{"zero":-0,"ten":10,"frac":100.05,"long":123456789012345}',
+      // Literals inside strings are text: they do not send the payload to the exact parser.
+      '{"s":"1.0 and 2e5 and 12345678901234567 in a string","q":"say \\"1.50\\"","a":21.5}',
+      '{"brackets":"[[[[[[[[[[[[[[[[[[","a":1}',
+      deep(16),
+    ]) {
+      const native = parseJsonNative(text, 16);
+      assert.notEqual(native, undefined, text);
+      assert.deepEqual(typed(native), typed(parseJsonTextExact(text, 16)), text);
+    }
+  });
+
+  it('leaves to the exact parser every number JSON.parse could change, deep nesting and bad JSON', () => {
+    for (const text of [
+      '{"a":42.0}',
+      '{"a":1.50,"b":2}',
+      '[1.0]',
+      '1.0',
+      '{"a":1e3}',
+      '{"a":2.5E-3}',
+      '{"a":12345678901234567}',
+      '{"a":0.12345678901234567}',
+      '{"a":{"b":[1,2.00]}}',
+      deep(17),
+      '{"a":1,}',
+      '{"a":"unterminated',
+    ]) {
+      assert.equal(parseJsonNative(text, 16), undefined, text);
+    }
   });
 });

@@ -27,48 +27,76 @@ export const MAX_JSON_DEPTH = 16;
 const NUMBER_RE = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 
 /**
- * A number literal whose text `String(JSON.parse(...))` may not give back in a form that types
- * the same: an exponent, a fraction ending in 0 (`42.0`), or a run of 16 digits and dots
- * (rounding). It may also match inside a string: then the exact parser runs, which is only
- * slower. The lookbehind starts the last test only at the start of a run, which keeps the scan
- * linear (a third of the time of `(?:\d\.?){16}` on a typical payload).
+ * Parses `text` with `JSON.parse` when that keeps every number as typed by its literal, and
+ * checks the nesting as the exact parser does; returns `undefined` when the exact parser must run
+ * instead: invalid JSON, nesting deeper than `maxDepth`, or a number `JSON.parse` could change.
+ * Those are, outside strings, a literal with an exponent, a fraction ending in 0 (`42.0` would
+ * type as a LONG, `1.50` inside a JSON value would lose its 0) and a run of 16 digits and dots
+ * (rounding). Numbers come back as JS numbers: `String(n)` types as their literal does.
+ *
+ * Most device payloads (`{"temperature":21.5,"humidity":40}`) take this path: one scan and the
+ * native parser, several times faster than the exact one.
  */
-const INEXACT_NUMBER_RE = /\d[eE]|\d\.\d*0(?!\d)|(?<![\d.])[\d.]{16}/;
-
-/** Thrown by `wrapNumbers` for nesting over the limit; the exact parser then reports it. */
-const TOO_DEEP = Symbol('too deep');
+export function parseJsonNative(text: string, maxDepth: number): unknown {
+  let depth = 0;
+  let run = 0; // digits and dots in a row
+  let fraction = false; // in the digits after a number's '.'
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if ((c >= 48 && c <= 57) || c === 46) {
+      if (++run >= 16) return undefined;
+      if (c === 46) fraction = true;
+      continue;
+    }
+    if (run > 0) {
+      // The end of a run of digits: `2e3`, `1.50`.
+      if (c === 101 || c === 69) return undefined;
+      if (fraction && text.charCodeAt(i - 1) === 48) return undefined;
+      run = 0;
+      fraction = false;
+    }
+    if (c === 34) {
+      // A string: skip to its closing quote, escapes included.
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 92) i++;
+        else if (d === 34) break;
+      }
+    } else if (c === 123 || c === 91) {
+      if (++depth > maxDepth) return undefined;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  if (fraction && text.charCodeAt(text.length - 1) === 48) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    // Invalid: the exact parser says where.
+    return undefined;
+  }
+}
 
 /**
  * Parses strict JSON (RFC 8259) and keeps number literals as text. `maxDepth` bounds the nesting
- * of objects and arrays so that a hostile payload cannot exhaust the stack.
- *
- * Most device payloads hold no number that `JSON.parse` could change (`21.5`, `42`): those are
- * parsed natively (4-5 times faster) and their numbers wrapped from `String(n)`, which types
- * the same. Everything else, and every error message, comes from the exact parser.
+ * of objects and arrays so that a hostile payload cannot exhaust the stack. Payloads that
+ * `parseJsonNative` takes are parsed natively and their numbers wrapped from `String(n)`;
+ * everything else, and every error message, comes from the exact parser.
  */
 export function parseJsonText(text: string, maxDepth: number): JsonText {
-  if (!INEXACT_NUMBER_RE.test(text)) {
-    try {
-      return wrapNumbers(JSON.parse(text), 0, maxDepth);
-    } catch {
-      // Invalid, or too deep: the exact parser says where.
-    }
-  }
-  return parseJsonTextExact(text, maxDepth);
+  const native = parseJsonNative(text, maxDepth);
+  return native === undefined ? parseJsonTextExact(text, maxDepth) : wrapNumbers(native);
 }
 
-/** Wraps the numbers of a `JSON.parse` result in place, checking the nesting as the exact parser does. */
-function wrapNumbers(v: unknown, depth: number, maxDepth: number): JsonText {
+/** Wraps the numbers of a `parseJsonNative` result in place. */
+function wrapNumbers(v: unknown): JsonText {
   if (typeof v === 'number') return new JsonNumber(String(v));
   if (typeof v !== 'object' || v === null) return v as JsonText;
-  if (depth >= maxDepth) throw TOO_DEEP;
   if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) v[i] = wrapNumbers(v[i], depth + 1, maxDepth);
+    for (let i = 0; i < v.length; i++) v[i] = wrapNumbers(v[i]);
     return v;
   }
   // An own `__proto__` key (JSON.parse makes it a plain property) is assigned as a plain property.
   const obj = v as Record<string, unknown>;
-  for (const key of Object.keys(obj)) obj[key] = wrapNumbers(obj[key], depth + 1, maxDepth);
+  for (const key of Object.keys(obj)) obj[key] = wrapNumbers(obj[key]);
   return obj as JsonText;
 }
 

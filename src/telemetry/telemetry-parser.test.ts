@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseJsonText } from '../common/json-text.js';
+import { parseJsonText, parseJsonTextExact } from '../common/json-text.js';
 import { ValidationError } from '../errors.js';
 import {
   parseTelemetry,
@@ -231,6 +231,36 @@ describe('parseJsonText', () => {
     for (const bad of ['{"a":01}', '{"a":.5}', '{"a":+1}', '[1,]', '{"a":"\t"}', '"\\x"', 'tru']) {
       assert.throws(() => JSON.parse(bad));
       assert.throws(() => parseJsonText(bad, 8), ValidationError, bad);
+    }
+  });
+});
+
+describe('the native and the exact parse give the same points', () => {
+  for (const text of [
+    '{"temperature":21.5,"humidity":40,"active":true,"label":"A-1"}',
+    '{"ts":1763769600000,"values":{"t":23.45,"n":-7,"cfg":{"a":[1,2.5],"b":"x"}}}',
+    '[{"ts":1,"values":{"a":1}},{"b":2.75},{"ts":"3","values":{"c":"12.5"}}]',
+    '{"zero":-0,"big":123456789012345,"s":"1.0 in a string","off":null}',
+  ]) {
+    it(text.slice(0, 60), () => {
+      assert.deepEqual(parse(text), parseTelemetry(parseJsonTextExact(text, 16), NOW));
+    });
+  }
+
+  it('refuses a non-object the same way', () => {
+    for (const text of ['5', '[1,2]', '{"ts":1,"values":5}', '{"ts":-1,"values":{"a":1}}']) {
+      const message = (f: () => unknown) => {
+        try {
+          f();
+        } catch (err) {
+          return (err as Error).message;
+        }
+        return assert.fail(`no error for ${text}`);
+      };
+      assert.equal(
+        message(() => parse(text)),
+        message(() => parseTelemetry(parseJsonTextExact(text, 16), NOW)),
+      );
     }
   });
 });

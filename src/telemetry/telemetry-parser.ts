@@ -2,7 +2,8 @@ import {
   JsonNumber,
   type JsonText,
   MAX_JSON_DEPTH,
-  parseJsonText,
+  parseJsonNative,
+  parseJsonTextExact,
   stringifyJsonText,
 } from '../common/json-text.js';
 import {
@@ -64,9 +65,17 @@ export function parseTelemetryText(
       `Telemetry payload is ${size} bytes, more than the limit of ${limits.maxPayloadBytes}`,
     );
   }
-  const str = typeof text === 'string' ? text : Buffer.from(text).toString('utf8');
-  if (str.trim() === '') throw new ValidationError('Telemetry payload is empty');
-  return parseTelemetry(parseJsonText(str, limits.maxDepth), now, limits);
+  const str =
+    typeof text === 'string'
+      ? text
+      : Buffer.from(text.buffer, text.byteOffset, text.byteLength).toString('utf8');
+  // Numbers of a native parse are typed from `String(n)`, as their literals are (json-text.ts).
+  let parsed = parseJsonNative(str, limits.maxDepth);
+  if (parsed === undefined) {
+    if (str.trim() === '') throw new ValidationError('Telemetry payload is empty');
+    parsed = parseJsonTextExact(str, limits.maxDepth);
+  }
+  return parseTelemetry(parsed, now, limits);
 }
 
 /**
@@ -193,6 +202,7 @@ function describe(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
   if (v instanceof JsonNumber) return `the number ${v.raw}`;
+  if (typeof v === 'number') return `the number ${v}`;
   if (typeof v === 'object') return 'an object';
   if (v === undefined) return 'nothing';
   return `${typeof v} ${JSON.stringify(v).slice(0, 40)}`;
