@@ -2,13 +2,17 @@
  * Benchmark of issue 5: MQTT QoS 1 telemetry into the gateway, every message committed before its
  * PUBACK (target: ≥ 20,000 msg/s, p99 ≤ 50 ms, and ≥ half the rate of Debian's mosquitto driven
  * by the same load generator). Usage:
- *   npm run bench:mqtt [-- --publishers 50 --inflight 16 --duration 10 --warmup 2 --procs 2]
+ *   npm run bench:mqtt [-- --publishers 50 --inflight 16 --duration 10 --warmup 2 --procs 2
+ *                          --aedes]
  *
  * The gateway runs as the built bundle in its own process. The load generator runs in `--procs`
  * child processes (mqtt.js clients, one per device); each keeps `--inflight` QoS 1 publishes of a
  * 3-key telemetry JSON in flight on `v1/devices/me/telemetry` and records publish → PUBACK. After
  * the run every stored point is counted in the SQLite file (read-only): it must equal
- * 3 × acknowledged messages. Then the same generator drives mosquitto (no persistence).
+ * 3 × acknowledged messages. Then the same generator drives mosquitto (no persistence) and, with
+ * `--aedes`, the gateway's Aedes version alone (no hooks, nothing stored). Each run prints the
+ * CPU per message of the server and of the generator, which varies less with this machine's
+ * speed than the rates do.
  */
 
 import { type ChildProcess, fork, spawn } from 'node:child_process';
@@ -317,6 +321,10 @@ function report(r: RunResult, durationS: number): void {
   console.log(
     `    cpu in window: server ${f1((100 * r.serverCpuSec) / durationS)}%, generator ${f1((100 * r.genCpuSec) / durationS)}%, other processes ${f1((100 * r.otherCpuSec) / durationS)}% (200% = both cores)`,
   );
+  // CPU per message varies less with the machine's speed than the rate does.
+  console.log(
+    `    cpu per message: server ${f1((1e6 * r.serverCpuSec) / (r.rate * durationS))} µs, generator ${f1((1e6 * r.genCpuSec) / (r.rate * durationS))} µs`,
+  );
 }
 
 async function freePort(): Promise<number> {
@@ -328,10 +336,14 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+interface Broker {
+  readonly port: number;
+  readonly pid: number;
+  stop(): Promise<void>;
+}
+
 /** Starts mosquitto on a free loopback port, anonymous, no persistence; undefined if missing. */
-async function startMosquitto(): Promise<
-  { port: number; pid: number; stop(): Promise<void> } | undefined
-> {
+async function startMosquitto(): Promise<Broker | undefined> {
   if (!existsSync(MOSQUITTO)) return undefined;
   const dir = await mkdtemp(join(tmpdir(), 'edge-bench-mosquitto-'));
   const port = await freePort();
@@ -348,7 +360,34 @@ async function startMosquitto(): Promise<
       '',
     ].join('\n'),
   );
-  const child = spawn(MOSQUITTO, ['-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
+  return await startBroker('mosquitto', MOSQUITTO, ['-c', conf], port, dir);
+}
+
+/**
+ * Starts the Aedes version the gateway uses, as it ships (no hooks, nothing stored: the PUBACK
+ * leaves as soon as a publish is parsed), in its own process: what the broker library alone
+ * reaches with this generator on this machine.
+ */
+async function startAedes(): Promise<Broker> {
+  const port = await freePort();
+  const script = [
+    "import { createServer } from 'node:net';",
+    `import { Aedes } from ${JSON.stringify(import.meta.resolve('aedes'))};`,
+    'const broker = await Aedes.createBroker();',
+    `createServer(broker.handle).listen(${port}, '127.0.0.1');`,
+  ].join('\n');
+  return await startBroker('aedes', process.execPath, ['--input-type=module', '-e', script], port);
+}
+
+/** Spawns a broker and waits (bounded) until its port accepts an MQTT connection. */
+async function startBroker(
+  name: string,
+  command: string,
+  args: string[],
+  port: number,
+  dir?: string,
+): Promise<Broker> {
+  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => {
     stderr += d.toString();
@@ -359,14 +398,13 @@ async function startMosquitto(): Promise<
       child.kill('SIGTERM');
       await exited;
     }
-    await rm(dir, { recursive: true, force: true });
+    if (dir) await rm(dir, { recursive: true, force: true });
   };
-  // Ready when the port accepts a connection (bounded).
   const deadline = Date.now() + 5000;
   for (;;) {
     if (child.exitCode !== null) {
       await stop();
-      throw new Error(`mosquitto exited with ${child.exitCode}: ${stderr}`);
+      throw new Error(`${name} exited with ${child.exitCode}: ${stderr}`);
     }
     const ok = await new Promise<boolean>((resolve) => {
       const c = connect({ host: '127.0.0.1', port, reconnectPeriod: 0, connectTimeout: 500 });
@@ -382,7 +420,7 @@ async function startMosquitto(): Promise<
     if (ok) break;
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`mosquitto did not listen on ${port}: ${stderr}`);
+      throw new Error(`${name} did not listen on ${port}: ${stderr}`);
     }
     await sleep(100);
   }
@@ -404,6 +442,8 @@ async function main(): Promise<void> {
       procs: { type: 'string', default: '2' },
       'no-build': { type: 'boolean', default: false },
       'no-mosquitto': { type: 'boolean', default: false },
+      /** Also drives the gateway's Aedes version alone (no hooks, nothing stored). */
+      aedes: { type: 'boolean', default: false },
       /** Extra `serve` flags for the gateway, e.g. `--gateway-args="--telemetry-batch-wait-ms 0"`. */
       'gateway-args': { type: 'string', default: '' },
       /** Writes a V8 CPU profile of the gateway process into this directory. */
@@ -474,25 +514,28 @@ async function main(): Promise<void> {
     await gw.close();
   }
 
+  const tokens = Array.from({ length: publishers }, (_, i) => `bench-mqtt-${i}`);
+  const reference = async (broker: Broker, label: string, target: string) => {
+    try {
+      const r = await drive(label, broker.pid, broker.port, tokens, opts);
+      report(r, durationS);
+      console.log(
+        `  ratio gateway / ${label}: ${(gatewayResult.rate / r.rate).toFixed(2)}${target}`,
+      );
+    } finally {
+      await broker.stop();
+    }
+  };
   const mosq = values['no-mosquitto'] ? undefined : await startMosquitto();
-  if (!mosq) {
+  if (mosq) await reference(mosq, 'mosquitto', ' (target ≥ 0.50)');
+  else {
     console.log(
       values['no-mosquitto']
         ? '  mosquitto: skipped (--no-mosquitto)'
         : `  mosquitto: not found at ${MOSQUITTO} (apt-get install -y mosquitto); comparison skipped`,
     );
-  } else {
-    try {
-      const tokens = Array.from({ length: publishers }, (_, i) => `bench-mqtt-${i}`);
-      const r = await drive('mosquitto', mosq.pid, mosq.port, tokens, opts);
-      report(r, durationS);
-      console.log(
-        `  ratio gateway / mosquitto: ${(gatewayResult.rate / r.rate).toFixed(2)} (target ≥ 0.50)`,
-      );
-    } finally {
-      await mosq.stop();
-    }
   }
+  if (values.aedes) await reference(await startAedes(), 'aedes', ' (Aedes alone, nothing stored)');
   const p99 = gatewayResult.hist.quantile(0.99);
   console.log(
     `  targets: rate ≥ 20,000 msg/s ${gatewayResult.rate >= 20_000 ? 'met' : 'MISSED'}; ` +
