@@ -1,13 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ValidationError } from '../errors.js';
-import {
-  JsonNumber,
-  type JsonText,
-  parseJsonNative,
-  parseJsonText,
-  parseJsonTextExact,
-} from './json-text.js';
+import { JsonNumber, parseJsonNative, parseJsonText, parseJsonTextExact } from './json-text.js';
 import { typeNumber } from './value-typing.js';
 
 /** Numbers as `[kind, value]` of their typing, so that both parsers can be compared by meaning. */
