@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import { connect as tcpConnect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';
+import mqttPacket from 'mqtt-packet';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { closed, mqttConnect, nextMessage } from './helpers/mqtt.js';
 
@@ -161,6 +164,67 @@ describe('device API over MQTT', () => {
     await gone;
     bad.end(true);
     assert.deepEqual(t.gw.services.telemetry.keys(d.id), []);
+  });
+
+  it('answers QoS 1 publishes on the wire with one PUBACK each, in order, after the commit', async () => {
+    const d = await createDevice(t, 'mqtt-wire-acks');
+    for (const protocolVersion of [4, 5] as const) {
+      const sock = tcpConnect(t.gw.ports.mqtt, '127.0.0.1');
+      await once(sock, 'connect');
+      const received: Buffer[] = [];
+      sock.on('data', (b: Buffer) => received.push(b));
+      const packets = [
+        mqttPacket.generate(
+          {
+            cmd: 'connect',
+            protocolId: 'MQTT',
+            protocolVersion,
+            clientId: `wire-${protocolVersion}`,
+            clean: true,
+            keepalive: 30,
+            username: d.token,
+          },
+          { protocolVersion },
+        ),
+        // Three publishes in one write: ids 7, 300 and 65535 (both bytes of the id matter).
+        ...[7, 300, 65535].map((messageId, i) =>
+          mqttPacket.generate(
+            {
+              cmd: 'publish',
+              topic: 'v1/devices/me/telemetry',
+              payload: `{"wire${protocolVersion}":${i}}`,
+              qos: 1,
+              dup: false,
+              retain: false,
+              messageId,
+            },
+            { protocolVersion },
+          ),
+        ),
+      ];
+      sock.write(Buffer.concat(packets));
+      // CONNACK (4 bytes on 3.1.1; 3.1.1 form + properties on 5), then 3 × 4-byte PUBACKs.
+      await waitFor(() => {
+        const all = Buffer.concat(received);
+        return all.length >= all[1] + 2 + 12;
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      const all = Buffer.concat(received);
+      const acks = all.subarray(all[1] + 2);
+      assert.equal(all[0], 0x20, 'CONNACK first');
+      assert.deepEqual(
+        [...acks],
+        [0x40, 2, 0, 7, 0x40, 2, 1, 44, 0x40, 2, 255, 255],
+        `protocol ${protocolVersion}: exactly one PUBACK per publish, ids in order`,
+      );
+      const stored = t.gw.services.telemetry.query(d.id, {
+        mode: 'latest',
+        keys: [`wire${protocolVersion}`],
+        strict: true,
+      });
+      assert.equal(stored[`wire${protocolVersion}`][0].value, 2);
+      sock.destroy();
+    }
   });
 
   it('answers an invalid payload on MQTT 5 with PUBACK 0x99 and keeps the connection', async () => {

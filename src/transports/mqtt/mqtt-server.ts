@@ -349,10 +349,12 @@ function listen(server: Server, port: number, host: string): Promise<void> {
 const ANSWERED = '_notAuthorized';
 
 /** The acknowledgement was written by the gateway: Aedes only ends the publish. */
-function answeredAlready(packet: PublishPacket, callback: (err: Error | null) => void): void {
+function answeredAlready(packet: PublishPacket, callback: Done): void {
   Object.assign(packet, { [ANSWERED]: true });
   callback(null);
 }
+
+type Done = (err: Error | null) => void;
 
 /** Aedes' drain wait (one timer per client, `drainTimeout`), missing from its typings. */
 type DrainWaiter = { waitForDrain?: (done: (err?: Error) => void) => void };
@@ -363,29 +365,24 @@ type DrainWaiter = { waitForDrain?: (done: (err?: Error) => void) => void };
  * PUBACKs to a client leave in one write. Aedes then reads the client's next packets, after
  * the socket drains if its buffer is full.
  */
-function acknowledge(
-  client: Client,
-  packet: PublishPacket,
-  callback: (err: Error | null) => void,
-): void {
+function acknowledge(client: Client, packet: PublishPacket, callback: Done): void {
+  const conn = client.conn as Client['conn'] & { cork?: () => void; uncork?: () => void };
+  if (packet.qos !== 1 || packet.messageId === undefined || conn.destroyed) {
+    answeredAlready(packet, callback);
+    return;
+  }
   Object.assign(packet, { [ANSWERED]: true });
-  if (packet.qos !== 1 || packet.messageId === undefined) {
+  const id = packet.messageId;
+  if (typeof conn.cork === 'function') {
+    conn.cork();
+    process.nextTick(() => conn.uncork?.());
+  }
+  if (conn.write(Buffer.from([PUBACK_HEADER, 2, id >> 8, id & 0xff]))) {
     callback(null);
     return;
   }
-  const conn = client.conn as Client['conn'] & { cork?: () => void; uncork?: () => void };
-  const id = packet.messageId;
-  const ack = Buffer.from([PUBACK_HEADER, 2, id >> 8, id & 0xff]);
-  const corked = typeof conn.cork === 'function' && typeof conn.uncork === 'function';
-  if (corked) {
-    conn.cork?.();
-    process.nextTick(() => conn.uncork?.());
-  }
-  if (conn.write(ack) || conn.destroyed) callback(null);
-  else {
-    const waiter = client as Client & DrainWaiter;
-    if (typeof waiter.waitForDrain === 'function')
-      waiter.waitForDrain((err) => callback(err ?? null));
-    else conn.once('drain', () => callback(null));
-  }
+  const waiter = client as Client & DrainWaiter;
+  if (typeof waiter.waitForDrain === 'function')
+    waiter.waitForDrain((err) => callback(err ?? null));
+  else conn.once('drain', () => callback(null));
 }
