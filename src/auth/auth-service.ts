@@ -39,6 +39,8 @@ export interface AuthServiceDeps {
 export class AuthService {
   readonly #throttle: LoginThrottle;
   #key: Uint8Array | undefined;
+  /** The secret imported once as an HMAC key: jose would import raw bytes on every call. */
+  #cryptoKey: Promise<CryptoKey> | undefined;
 
   constructor(private readonly deps: AuthServiceDeps) {
     const a = deps.config.auth;
@@ -60,9 +62,16 @@ export class AuthService {
     if (this.#key.length < 32) throw new Error(`JWT secret in ${file} is too short`);
   }
 
-  get #secret(): Uint8Array {
+  #secret(): Promise<CryptoKey> {
     if (!this.#key) throw new Error('AuthService.init() has not run');
-    return this.#key;
+    this.#cryptoKey ??= crypto.subtle.importKey(
+      'raw',
+      new Uint8Array(this.#key),
+      { name: 'HMAC', hash: 'SHA-512' },
+      false,
+      ['sign', 'verify'],
+    );
+    return this.#cryptoKey;
   }
 
   async login(username: unknown, password: unknown, address: string): Promise<JwtPair> {
@@ -172,7 +181,7 @@ export class AuthService {
       .setIssuer(ISSUER)
       .setIssuedAt(now)
       .setExpirationTime(now + a.accessTokenTtlSec)
-      .sign(this.#secret);
+      .sign(await this.#secret());
     const refreshToken = await new SignJWT({
       userId: row.id,
       scopes: [REFRESH_SCOPE],
@@ -184,13 +193,13 @@ export class AuthService {
       .setJti(randomUUID())
       .setIssuedAt(now)
       .setExpirationTime(now + a.refreshTokenTtlSec)
-      .sign(this.#secret);
+      .sign(await this.#secret());
     return { token, refreshToken };
   }
 
   async #verify(token: string) {
     try {
-      const { payload } = await jwtVerify(token, this.#secret, {
+      const { payload } = await jwtVerify(token, await this.#secret(), {
         issuer: ISSUER,
         algorithms: ['HS512'],
       });
