@@ -47,6 +47,8 @@ function decode(row: AttributeRow): TypedAttributeKv {
 /** SQL for `attribute_kv`. Integers are read as bigint so a LONG keeps all 64 bits. */
 export class AttributeStore {
   readonly #upsert;
+  /** Made once: `db.transaction()` builds several wrapper functions per call. */
+  readonly #upsertAll;
   readonly #select;
   readonly #selectKeys;
   readonly #deleteKeys;
@@ -60,6 +62,11 @@ export class AttributeStore {
        VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (device_rid, scope, key)
        DO UPDATE SET type = excluded.type, value = excluded.value, last_update_ts = excluded.last_update_ts`,
+    );
+    this.#upsertAll = db.transaction(
+      (rid: number, scope: AttributeScope, entries: ReadonlyMap<string, KvValue>, ts: number) => {
+        for (const [key, kv] of entries) this.#upsert.run(rid, scope, key, kv.type, encode(kv), ts);
+      },
     );
     this.#select = db
       .prepare<[number, AttributeScope], AttributeRow>(
@@ -86,9 +93,7 @@ export class AttributeStore {
     entries: ReadonlyMap<string, KvValue>,
     ts: number,
   ): void {
-    this.db.transaction(() => {
-      for (const [key, kv] of entries) this.#upsert.run(rid, scope, key, kv.type, encode(kv), ts);
-    })();
+    this.#upsertAll(rid, scope, entries, ts);
   }
 
   get(rid: number, scope: AttributeScope, keys?: readonly string[]): TypedAttributeKv[] {

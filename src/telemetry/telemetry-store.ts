@@ -31,6 +31,15 @@ interface StagedBatch {
   readonly counts: readonly number[][];
 }
 
+/** `#stageTx`'s arguments: the items, then what it fills in (new keys, counts, latest, dropped). */
+type StageArgs = [
+  items: readonly WriteItem[],
+  newKeys: string[],
+  counts: number[][],
+  latest: Map<number, Map<number, TsEntry>>,
+  gone: Set<number>,
+];
+
 /** Points of one device for one commit. */
 export interface WriteItem {
   readonly rid: number;
@@ -73,10 +82,13 @@ export class TelemetryStore {
   #pendingLatest = new Map<number, Map<number, TsEntry>>();
   readonly #insert = new Map<string, Statement>();
   readonly #s: ReturnType<typeof prepare>;
+  /** One commit's transaction, made once (`db.transaction()` builds wrappers on every call). */
+  readonly #stage: (...args: StageArgs) => number;
 
   constructor(db: Db) {
     this.#db = db;
     this.#s = prepare(db);
+    this.#stage = db.transaction((...args: StageArgs) => this.#stageTx(...args));
   }
 
   /** Loads the key dictionary and the point counts. */
@@ -158,9 +170,7 @@ export class TelemetryStore {
     const latest = new Map<number, Map<number, TsEntry>>();
     const dropped = new Set<number>();
     try {
-      const hi = this.#db.transaction(() =>
-        this.#stageTx(items, newKeys, counts, latest, dropped),
-      )();
+      const hi = this.#stage(items, newKeys, counts, latest, dropped);
       for (const [rid, byKey] of latest) {
         const pending = this.#pendingLatest.get(rid);
         if (!pending) {
