@@ -3,7 +3,6 @@ import type { IncomingMessage } from 'node:http';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import { Aedes, type AuthenticateError, type Client, type PublishPacket } from 'aedes';
-import mqttPacket from 'mqtt-packet';
 import type { Logger } from 'pino';
 import { createWebSocketStream, WebSocketServer } from 'ws';
 import type { DeviceService, MqttAuthResult } from '../../devices/device-service.js';
@@ -117,8 +116,9 @@ export class MqttServer {
         done(null, true);
       },
       authorizePublish: (client, packet, callback) => {
-        // Retained flags are ignored and QoS is capped at 1 (reference §11). The client id marks
-        // the packet as a device's, so authorizeForward keeps it from every other client.
+        // Retained flags are ignored and QoS is capped at 1 (reference §11). Device publishes are
+        // answered here and never routed (see acknowledge); a will, which Aedes routes after this
+        // hook, carries the client id, so authorizeForward keeps it from every other client.
         packet.retain = false;
         Object.assign(packet, { clientId: client?.id ?? '' });
         if (packet.qos > 1) packet.qos = 1;
@@ -240,11 +240,7 @@ export class MqttServer {
       }
       if (invalid && client.version === 5 && packet.qos === 1 && packet.messageId !== undefined) {
         // Aedes would answer 0x87; write the PUBACK here.
-        mqttPacket.writeToStream(
-          { cmd: 'puback', messageId: packet.messageId, reasonCode: PAYLOAD_FORMAT_INVALID },
-          client.conn,
-          { protocolVersion: 5 },
-        );
+        client.conn.write(puback(packet.messageId, PAYLOAD_FORMAT_INVALID));
         return true;
       }
       throw err;
@@ -348,6 +344,15 @@ function listen(server: Server, port: number, host: string): Promise<void> {
  */
 const ANSWERED = '_notAuthorized';
 
+/**
+ * A PUBACK on the wire: success in 4 bytes (MQTT 3.1.1, and MQTT 5 without a reason code), or
+ * an MQTT 5 reason code without properties (§3.4.2).
+ */
+function puback(id: number, reasonCode?: number): Buffer {
+  const head = [PUBACK_HEADER, reasonCode === undefined ? 2 : 3, id >> 8, id & 0xff];
+  return Buffer.from(reasonCode === undefined ? head : [...head, reasonCode]);
+}
+
 /** The acknowledgement was written by the gateway: Aedes only ends the publish. */
 function answeredAlready(packet: PublishPacket, callback: Done): void {
   Object.assign(packet, { [ANSWERED]: true });
@@ -372,12 +377,11 @@ function acknowledge(client: Client, packet: PublishPacket, callback: Done): voi
     return;
   }
   Object.assign(packet, { [ANSWERED]: true });
-  const id = packet.messageId;
   if (typeof conn.cork === 'function') {
     conn.cork();
     process.nextTick(() => conn.uncork?.());
   }
-  if (conn.write(Buffer.from([PUBACK_HEADER, 2, id >> 8, id & 0xff]))) {
+  if (conn.write(puback(packet.messageId))) {
     callback(null);
     return;
   }
