@@ -51,13 +51,17 @@ export function buildBundle(): void {
 export async function startGatewayProcess(
   extraArgs: readonly string[] = [],
   env: Record<string, string> = {},
+  bundle?: string,
 ): Promise<BenchGateway> {
   const dataDir = await mkdtemp(join(tmpdir(), 'edge-gw-bench-'));
   let proc: GatewayProcess;
   try {
     proc = await spawnGateway(
       ['serve', '--data-dir', dataDir, ...LOOPBACK_EPHEMERAL, '--log-level', 'info', ...extraArgs],
-      { env: { EDGE_ADMIN_EMAIL: ADMIN_EMAIL, EDGE_ADMIN_PASSWORD: ADMIN_PASSWORD, ...env } },
+      {
+        env: { EDGE_ADMIN_EMAIL: ADMIN_EMAIL, EDGE_ADMIN_PASSWORD: ADMIN_PASSWORD, ...env },
+        bundle,
+      },
     );
   } catch (err) {
     await rm(dataDir, { recursive: true, force: true });

@@ -35,9 +35,9 @@ export interface GatewayProcess {
  */
 export async function spawnGateway(
   args: readonly string[],
-  opts: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {},
+  opts: { env?: Record<string, string>; cwd?: string; timeoutMs?: number; bundle?: string } = {},
 ): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, [BUNDLE, ...args], {
+  const child = spawn(process.execPath, [opts.bundle ?? BUNDLE, ...args], {
     cwd: opts.cwd ?? PROJECT_ROOT,
     env: { PATH: process.env.PATH ?? '', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
