@@ -20,6 +20,7 @@ export function configTable(): string {
   rows.push(
     '| | `EDGE_ADMIN_EMAIL` | | `admin@edge.local` | Tenant administrator created on first start |',
     '| | `EDGE_ADMIN_PASSWORD` | | generated | Its password; when unset, one is generated, logged once and written to `<data-dir>/initial-admin.txt` (mode 0600) |',
+    '| | `EDGE_METRICS_TOKEN` | | none | Bearer token Prometheus sends to `GET /metrics` (a tenant admin JWT works too); a secret, so environment only |',
   );
   return rows.join('\n');
 }

@@ -42,12 +42,16 @@ export interface Config {
   readonly claim: { readonly durationMs: number };
   readonly ota: { readonly maxBytes: number };
   readonly activity: { readonly inactivityTimeoutSec: number; readonly checkIntervalSec: number };
+  /** `GET /metrics` on a listener of its own at this port; 0 serves it on the HTTP port. */
+  readonly metrics: { readonly port: number };
 }
 
 /** Secrets never live in the config file or the frozen Config that is logged. */
 export interface Secrets {
   readonly adminEmail?: string;
   readonly adminPassword?: string;
+  /** Bearer token that Prometheus sends to `/metrics` (besides a tenant admin's JWT). */
+  readonly metricsToken?: string;
 }
 
 type OptionType = 'port' | 'int' | 'string' | 'path' | 'enum';
@@ -303,6 +307,16 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 64 * 1024 * 1024,
     help: 'Largest OTA package file in bytes (upload body limit)',
   },
+  {
+    path: 'metrics.port',
+    flag: '--metrics-port',
+    env: 'EDGE_METRICS_PORT',
+    type: 'int',
+    min: 0,
+    max: 65535,
+    default: 0,
+    help: 'Serve GET /metrics on a listener of its own at this port, off the device-facing one (0 = on the HTTP port)',
+  },
 ];
 
 export class ConfigError extends Error {
@@ -510,6 +524,7 @@ export function loadConfig(input: ConfigInput = {}): { config: Config; secrets: 
   const secrets: Secrets = Object.freeze({
     adminEmail: env.EDGE_ADMIN_EMAIL || undefined,
     adminPassword: env.EDGE_ADMIN_PASSWORD || undefined,
+    metricsToken: env.EDGE_METRICS_TOKEN || undefined,
   });
   return { config, secrets };
 }
@@ -562,6 +577,7 @@ export function helpText(version: string): string {
     '',
     'Other environment variables:',
     '  EDGE_ADMIN_EMAIL, EDGE_ADMIN_PASSWORD  tenant administrator created on first start',
+    '  EDGE_METRICS_TOKEN  bearer token for GET /metrics (a tenant admin JWT works too)',
   );
   for (const o of OPTIONS) if (!o.flag) lines.push(`  ${o.env}  ${o.help} (default ${o.default})`);
   return lines.join('\n');

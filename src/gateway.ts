@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Hono } from 'hono';
@@ -12,15 +12,17 @@ import type { Config, Secrets } from './config.js';
 import { CustomerService } from './customers/customer-service.js';
 import { DashboardService } from './dashboards/dashboard-service.js';
 import { Checkpointer } from './db/checkpointer.js';
+import { DbHealth } from './db/db-health.js';
 import { MIGRATIONS } from './db/migrations/index.js';
 import { migrate } from './db/migrator.js';
-import { type Db, openDb } from './db/open.js';
+import { DB_FILE, type Db, openDb } from './db/open.js';
 import { ActivityService } from './devices/activity-service.js';
 import { DeviceProfileService } from './devices/device-profile-service.js';
 import { DeviceService } from './devices/device-service.js';
 import { EventBus } from './events.js';
 import { GroupService } from './groups/group-service.js';
 import { createLoggers, type Loggers } from './logger.js';
+import { Metrics } from './metrics/metrics.js';
 import { OtaService } from './ota/ota-service.js';
 import { ProvisionService } from './provisioning/provision-service.js';
 import { ClientRpcService } from './rpc/client-rpc.js';
@@ -29,7 +31,7 @@ import { SystemdNotifier } from './systemd.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
 import { TenantService } from './tenant/tenant-service.js';
 import { CoapServer } from './transports/coap/coap-server.js';
-import { createHttpApp } from './transports/http/app.js';
+import { createHttpApp, type HealthInfo } from './transports/http/app.js';
 import { attributeRoutes } from './transports/http/attribute-routes.js';
 import { auditRoutes } from './transports/http/audit-routes.js';
 import type { HttpEnv } from './transports/http/context.js';
@@ -50,6 +52,7 @@ import { groupRoutes } from './transports/http/group-routes.js';
 import { HttpServer } from './transports/http/http-server.js';
 import { requireUser } from './transports/http/middleware.js';
 import { noauthRoutes } from './transports/http/noauth-routes.js';
+import { metricsApp, metricsRoutes, requireOperator } from './transports/http/ops-routes.js';
 import { OTA_UPLOAD_ROUTE, otaRoutes } from './transports/http/ota-routes.js';
 import { ownershipRoutes } from './transports/http/ownership-routes.js';
 import { rpcRoutes } from './transports/http/rpc-routes.js';
@@ -78,6 +81,8 @@ export interface Ports {
   /** 0 when MQTT over TLS is not configured. */
   readonly mqttTls: number;
   readonly coap: number;
+  /** 0 when `/metrics` is served on the HTTP port. */
+  readonly metrics: number;
 }
 
 /** Finds the built UI: `ui/` beside the bundle, or `dist/ui` when running from source. */
@@ -96,10 +101,14 @@ function defaultUiDir(): string | undefined {
 export class Gateway implements AsyncDisposable {
   readonly loggers: Loggers;
   readonly bus: EventBus;
+  /** Prometheus metrics of this gateway (its own registry). */
+  readonly metrics = new Metrics();
   #state: GatewayState = 'created';
   #startedAt = 0;
   #db: Db | undefined;
   #checkpointer: Checkpointer | undefined;
+  #dbHealth: DbHealth | undefined;
+  #metricsHttp: HttpServer | undefined;
   #services: Services | undefined;
   #http: HttpServer | undefined;
   #mqtt: MqttServer | undefined;
@@ -139,6 +148,7 @@ export class Gateway implements AsyncDisposable {
       mqtt: this.#mqtt?.port ?? 0,
       mqttTls: this.#mqtt?.tlsPort ?? 0,
       coap: this.#coap?.port ?? 0,
+      metrics: this.#metricsHttp?.port ?? 0,
     };
   }
 
@@ -155,16 +165,23 @@ export class Gateway implements AsyncDisposable {
       migrate(db, MIGRATIONS, this.loggers.db);
       this.#checkpointer = new Checkpointer({ db, dataDir: config.dataDir, log: this.loggers.db });
       this.#checkpointer.start();
-      this.#services = await buildServices(
-        db,
-        this.config,
-        this.overrides.secrets ?? {},
-        this.bus,
-        this.loggers,
-      );
+      const dbHealth = new DbHealth({ db, log: this.loggers.db });
+      this.#dbHealth = dbHealth;
+      this.metrics.start();
+      const secrets = this.overrides.secrets ?? {};
+      this.#services = await buildServices(db, this.config, secrets, this.bus, this.loggers, {
+        onCommitTiming: (ms, ok) => {
+          this.metrics.commit(ms, ok);
+          dbHealth.commit(ms, ok);
+        },
+      });
 
       const s = this.#services;
       const host = config.bind;
+      const ops = {
+        metrics: this.metrics,
+        requireOperator: requireOperator(s.auth, secrets.metricsToken),
+      };
       const uiDir =
         this.overrides.uiDir === null ? undefined : (this.overrides.uiDir ?? defaultUiDir());
       const app = createHttpApp({
@@ -177,7 +194,10 @@ export class Gateway implements AsyncDisposable {
         profiles: s.profiles,
         sharedDevices: sharedDevices(s),
         uiDir,
-        apiRoutes: apiRoutes(s, config),
+        apiRoutes: [
+          ...apiRoutes(s, config, this.metrics),
+          ...(config.metrics.port === 0 ? [{ path: '/', app: metricsRoutes(ops) }] : []),
+        ],
         bodyLimitExempt: [OTA_UPLOAD_ROUTE, DASHBOARD_SAVE_ROUTE],
       });
       const lanes = [
@@ -186,6 +206,7 @@ export class Gateway implements AsyncDisposable {
           telemetry: s.telemetry,
           maxBodyBytes: config.http.maxBodyBytes,
           log: this.loggers.http,
+          meter: this.metrics.ingest,
         }),
       ];
       this.#http = new HttpServer({
@@ -197,6 +218,16 @@ export class Gateway implements AsyncDisposable {
       });
       await this.#http.start();
       log.info({ transport: 'http', host, port: this.#http.port }, 'listening');
+      if (config.metrics.port > 0) {
+        this.#metricsHttp = new HttpServer({
+          app: metricsApp({ ...ops, log: this.loggers.http }),
+          host,
+          port: config.metrics.port,
+          log: this.loggers.http,
+        });
+        await this.#metricsHttp.start();
+        log.info({ transport: 'metrics', host, port: this.#metricsHttp.port }, 'listening');
+      }
 
       this.#mqtt = new MqttServer({
         devices: s.devices,
@@ -204,6 +235,7 @@ export class Gateway implements AsyncDisposable {
         host,
         port: config.mqtt.port,
         log: this.loggers.mqtt,
+        meter: this.metrics.ingest,
         tls: config.mqtt.tlsCert
           ? {
               port: config.mqtt.tlsPort,
@@ -225,6 +257,7 @@ export class Gateway implements AsyncDisposable {
         log: this.loggers.coap,
         devices: s.devices,
         core: s,
+        meter: this.metrics.ingest,
       });
       await this.#coap.start();
       log.info({ transport: 'coap', host, port: this.#coap.port }, 'listening');
@@ -233,18 +266,83 @@ export class Gateway implements AsyncDisposable {
       await this.stop();
       throw err;
     }
+    this.#registerGauges();
     this.#state = 'ready';
-    this.#systemd.ready();
+    this.#systemd.ready(() => this.health().ready);
     log.info({ ports: this.ports }, 'ready');
   }
 
-  health() {
+  /** Ready and UP while every listener runs and the database answers and takes writes. */
+  health(): HealthInfo {
+    const ready = this.#state === 'ready';
+    const db = ready ? this.#dbHealth?.check() : undefined;
+    const dbDown = db !== undefined && !db.ok;
     return {
-      ready: this.#state === 'ready',
-      status: this.#state === 'ready' ? 'UP' : this.#state.toUpperCase(),
+      ready: ready && !dbDown,
+      status: dbDown ? 'DOWN' : ready ? 'UP' : this.#state.toUpperCase(),
       version: VERSION,
       uptimeMs: this.#startedAt ? Date.now() - this.#startedAt : 0,
+      db: db && (db.ok ? { status: 'UP' } : { status: 'DOWN', error: db.error }),
     };
+  }
+
+  /** Gauges read at scrape time from the parts built in start(). */
+  #registerGauges(): void {
+    const m = this.metrics;
+    const s = this.services;
+    const dbFile = join(this.config.dataDir, DB_FILE);
+    const size = (file: string) => {
+      try {
+        return statSync(file).size;
+      } catch {
+        return 0; // no WAL file right after a truncating checkpoint
+      }
+    };
+    m.gauge({
+      name: 'edge_database_bytes',
+      help: 'Size of the SQLite database file and of its write-ahead log',
+      labelNames: ['file'],
+      collect: () => [
+        [{ file: 'db' }, size(dbFile)],
+        [{ file: 'wal' }, size(`${dbFile}-wal`)],
+      ],
+    });
+    m.gauge({
+      name: 'edge_writer_queue_points',
+      help: 'Telemetry points waiting for their group commit',
+      collect: () => s.telemetry.gauges.pending,
+    });
+    m.gauge({
+      name: 'edge_telemetry_points',
+      help: 'Telemetry points stored (the ring buffer), staged ones included',
+      collect: () => s.telemetry.gauges.points,
+    });
+    m.gauge({
+      name: 'edge_telemetry_staged_points',
+      help: 'Committed points not yet moved into the time-series table',
+      collect: () => s.telemetry.gauges.staged,
+    });
+    m.gauge({
+      name: 'edge_ring_evicted_points_total',
+      help: 'Telemetry points evicted by the ring-buffer bounds since start',
+      type: 'counter',
+      collect: () => s.telemetry.gauges.evicted,
+    });
+    m.gauge({
+      name: 'edge_open_connections',
+      help: 'Open connections by transport (coap: live observations)',
+      labelNames: ['transport'],
+      collect: () => [
+        [{ transport: 'http' }, this.#http?.connections ?? 0],
+        [{ transport: 'mqtt' }, this.#mqtt?.connections ?? 0],
+        [{ transport: 'coap' }, this.#coap?.observations ?? 0],
+      ],
+    });
+    m.gauge({
+      name: 'edge_mqtt_device_sessions',
+      help: 'Devices connected over MQTT (one session per device)',
+      collect: () => this.#mqtt?.connectedDevices ?? 0,
+    });
   }
 
   /** Stops listeners, flushes pending writes, closes the db. Safe to call twice. */
@@ -272,6 +370,10 @@ export class Gateway implements AsyncDisposable {
     await step('coap', () => this.#coap?.stop());
     await step('mqtt', () => this.#mqtt?.stop());
     await step('http', () => this.#http?.stop());
+    await step('metrics', () => {
+      this.metrics.stop();
+      return this.#metricsHttp?.stop();
+    });
     if (this.#services) await step('services', () => stopServices(this.#services as Services));
     this.bus.removeOwner('gateway');
     await step('checkpointer', () => this.#checkpointer?.stop());
@@ -313,6 +415,7 @@ async function buildServices(
   secrets: Secrets,
   bus: EventBus,
   loggers: Loggers,
+  hooks: { onCommitTiming?: (ms: number, ok: boolean) => void } = {},
 ): Promise<Services> {
   const tenants = new TenantService({ db });
   tenants.init();
@@ -351,6 +454,7 @@ async function buildServices(
     devices,
     log: loggers.telemetry,
     config: config.telemetry,
+    onCommitTiming: hooks.onCommitTiming,
   });
   telemetry.start();
   const attributes = new AttributeService({ db, devices, bus, log: loggers.attributes });
@@ -436,10 +540,14 @@ function sharedDevices(s: Services): SharedDeviceAccess {
     principal.customerId === null ? 'none' : s.groups.deviceShare(principal.customerId, device);
 }
 
-function apiRoutes(s: Services, config: Config): Array<{ path: string; app: Hono<HttpEnv> }> {
+function apiRoutes(
+  s: Services,
+  config: Config,
+  metrics: Metrics,
+): Array<{ path: string; app: Hono<HttpEnv> }> {
   const user = requireUser(s.auth);
   const shared = sharedDevices(s);
-  const device = deviceAuth({ devices: s.devices, activity: s.activity });
+  const device = deviceAuth({ devices: s.devices, activity: s.activity, meter: metrics.ingest });
   return [
     // Provisioning has no token: mount it before any `/api/v1/:token/*` middleware.
     { path: '/api/v1', app: provisionApi({ provisioning: s.provisioning }) },

@@ -32,6 +32,8 @@ export interface TelemetryServiceDeps {
   readonly now?: () => number;
   /** Points per eviction transaction. */
   readonly evictStepPoints?: number;
+  /** Each group commit's duration and outcome (metrics, health). */
+  readonly onCommitTiming?: (ms: number, ok: boolean) => void;
 }
 
 /** `{"key": [{"ts": .., "value": ..}, ...]}`, the REST shape of ThingsBoard. */
@@ -86,6 +88,7 @@ export class TelemetryService {
       // besides the bound: at most 5 % of it.
       settleBulkPoints: Math.min(300_000, stageCap),
       settleQuietPoints: Math.min(30_000, stageCap),
+      onCommitTiming: this.#deps.onCommitTiming,
       onCommit: (items) => {
         this.#emit(items);
         evictor.kick();
@@ -161,6 +164,16 @@ export class TelemetryService {
       pending: this.#writer?.pending ?? 0,
       evicted: this.#evictor?.evicted ?? 0,
       batches: this.#writer?.stats.batches ?? 0,
+    };
+  }
+
+  /** Counters for metrics, read without moving staged points (unlike `stats`). */
+  get gauges(): { points: number; staged: number; pending: number; evicted: number } {
+    return {
+      points: this.#store?.totalPoints ?? 0,
+      staged: this.#store?.stagedPoints ?? 0,
+      pending: this.#writer?.pending ?? 0,
+      evicted: this.#evictor?.evicted ?? 0,
     };
   }
 

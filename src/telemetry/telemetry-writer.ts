@@ -37,6 +37,8 @@ export interface TelemetryWriterDeps {
   readonly settleMaxAgeMs?: number;
   /** Called after each commit with the committed items, in arrival order. */
   readonly onCommit?: (items: readonly CommittedItem[]) => void;
+  /** Called after each commit attempt with its duration and outcome (metrics, health). */
+  readonly onCommitTiming?: (ms: number, ok: boolean) => void;
 }
 
 interface Job extends CommittedItem {
@@ -151,13 +153,16 @@ export class TelemetryWriter {
     this.#queue = this.#queue.slice(take);
     this.#queued -= points;
     let dropped: ReadonlySet<number>;
+    const started = performance.now();
     try {
       dropped = this.#deps.store.write(batch).dropped;
     } catch (err) {
+      this.#deps.onCommitTiming?.(performance.now() - started, false);
       this.#deps.log.error({ err, points, jobs: batch.length }, 'telemetry commit failed');
       for (const job of batch) job.reject(err);
       return;
     }
+    this.#deps.onCommitTiming?.(performance.now() - started, true);
     this.#batches++;
     this.#points += points;
     if (this.#moved) {

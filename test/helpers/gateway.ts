@@ -29,6 +29,8 @@ export interface StartOptions {
   /** Reuse a data directory (restart tests); a fresh temp dir otherwise. */
   readonly dataDir?: string;
   readonly secrets?: Secrets;
+  /** Environment for systemd notification (default none). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** Starts a real gateway on ephemeral loopback ports with a temp data directory. */
@@ -47,7 +49,7 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   const gw = createGateway(config, {
     secrets: opts.secrets ?? { adminEmail: ADMIN_EMAIL, adminPassword: ADMIN_PASSWORD },
     logDestination: { write: (line: string) => void logs.push(JSON.parse(line)) },
-    env: {},
+    env: opts.env ?? {},
   });
   await gw.start();
   const baseUrl = `http://127.0.0.1:${gw.ports.http}`;

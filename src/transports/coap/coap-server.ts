@@ -4,7 +4,9 @@ import { createServer, type IncomingMessage, type OutgoingMessage, type Server }
 import type { Logger } from 'pino';
 import type { DeviceService } from '../../devices/device-service.js';
 import { type ErrorCode, GatewayError } from '../../errors.js';
+import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
+import { deviceApiMessageType } from '../message-type.js';
 import { handleDeviceRequest, Observations } from './device-resources.js';
 
 export interface CoapServerDeps {
@@ -14,6 +16,8 @@ export interface CoapServerDeps {
   readonly devices: DeviceService;
   /** The core services a device reaches; the same set MQTT uses. */
   readonly core: DeviceCore;
+  /** Counts each device message the core accepted. */
+  readonly meter?: IngestMeter;
 }
 
 // RFC 7252 §5.9 response codes for domain errors.
@@ -48,7 +52,12 @@ export class CoapServer {
       piggybackReplyMs: 500,
     });
     server.on('request', (req: IncomingMessage, res: OutgoingMessage) => {
-      handleDeviceRequest(req, res, { ...this.deps, observations: this.#observations }).catch(
+      handleDeviceRequest(req, res, { ...this.deps, observations: this.#observations }).then(
+        () => {
+          if (this.deps.meter && String(res.code).startsWith('2')) {
+            this.deps.meter('coap', deviceApiMessageType(req.method, req.url));
+          }
+        },
         (err: unknown) => {
           const code = err instanceof GatewayError ? CODE[err.code] : '5.00';
           if (code === '5.00') log.error({ err, url: req.url }, 'coap request failed');

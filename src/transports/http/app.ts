@@ -19,6 +19,8 @@ export interface HealthInfo {
   readonly status: string;
   readonly version: string;
   readonly uptimeMs: number;
+  /** The database check, when the gateway has a database open. */
+  readonly db?: { readonly status: 'UP' | 'DOWN'; readonly error?: string };
 }
 
 export interface HttpAppDeps {
@@ -74,7 +76,7 @@ export function createHttpApp(deps: HttpAppDeps): Hono<HttpEnv> {
   app.get('/healthz', (c) => {
     const h = deps.health();
     return c.json(
-      { status: h.status, version: h.version, uptimeMs: h.uptimeMs },
+      { status: h.status, version: h.version, uptimeMs: h.uptimeMs, db: h.db },
       h.ready ? 200 : 503,
     );
   });

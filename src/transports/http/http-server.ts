@@ -16,6 +16,7 @@ type NodeServer = ReturnType<typeof createServer>;
 /** Owns the HTTP listener of a Hono app, and of the fast lanes tried before it. */
 export class HttpServer {
   #server: NodeServer | undefined;
+  #connections = 0;
 
   constructor(
     private readonly deps: {
@@ -45,6 +46,10 @@ export class HttpServer {
     server.keepAliveTimeout = 65_000;
     server.headersTimeout = 66_000;
     this.#server = server;
+    server.on('connection', (socket: Socket) => {
+      this.#connections++;
+      socket.once('close', () => this.#connections--);
+    });
     server.on('clientError', (err, socket) => {
       this.deps.log.debug({ err }, 'http client error');
       socket.destroy();
@@ -62,6 +67,11 @@ export class HttpServer {
   /** Hands HTTP upgrade requests (WebSocket) to `handler`; call after start(). */
   onUpgrade(handler: (req: IncomingMessage, socket: Socket, head: Buffer) => void): void {
     this.#server?.on('upgrade', handler);
+  }
+
+  /** Open client connections (keep-alive and upgraded ones included). */
+  get connections(): number {
+    return this.#connections;
   }
 
   get port(): number {

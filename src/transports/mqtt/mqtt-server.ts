@@ -7,9 +7,10 @@ import type { Logger } from 'pino';
 import { createWebSocketStream, WebSocketServer } from 'ws';
 import type { DeviceService, MqttAuthResult } from '../../devices/device-service.js';
 import { GatewayError, ValidationError } from '../../errors.js';
+import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
 import { DeviceSession, ProvisionSession, type Send } from './device-session.js';
-import { maySubscribe } from './topics.js';
+import { maySubscribe, messageType } from './topics.js';
 
 export interface MqttServerDeps {
   readonly devices: DeviceService;
@@ -21,6 +22,8 @@ export interface MqttServerDeps {
   readonly maxPacketBytes?: number;
   /** MQTT over TLS (reference §0: port 8883), when a certificate and key are configured. */
   readonly tls?: { readonly port: number; readonly certFile: string; readonly keyFile: string };
+  /** Counts each device message the core accepted. */
+  readonly meter?: IngestMeter;
 }
 
 /** Path of MQTT over WebSocket on the HTTP port, for browser tools. */
@@ -218,6 +221,7 @@ export class MqttServer {
     const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
     try {
       const result = await session.publish(packet.topic, payload);
+      if (result !== 'unknown-topic') this.deps.meter?.('mqtt', messageType(packet.topic));
       if (result === 'unknown-topic') {
         this.deps.log.debug({ clientId: client.id, topic: packet.topic }, 'mqtt unknown topic');
         // A provisioning session may use its one topic only (reference §6.4).
@@ -278,6 +282,11 @@ export class MqttServer {
     session.close();
     this.deps.core.activity.disconnected(session.device);
     if (this.#byDevice.get(session.device.id) === client) this.#byDevice.delete(session.device.id);
+  }
+
+  /** Open MQTT connections (TCP, TLS and WebSocket), authenticated or not yet. */
+  get connections(): number {
+    return this.#broker?.connectedClients ?? 0;
   }
 
   /** Connected MQTT sessions of devices (one per device). */

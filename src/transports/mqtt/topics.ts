@@ -45,3 +45,26 @@ export function maySubscribe(kind: SessionKind, filter: string, isGateway = fals
   if (kind === 'provision') return PROVISION_FILTERS.has(filter);
   return DEVICE_FILTERS.has(filter) || (isGateway && GATEWAY_FILTERS.has(filter));
 }
+
+const GATEWAY_TYPES = new Map([
+  ['v1/gateway/connect', 'gateway_connect'],
+  ['v1/gateway/disconnect', 'gateway_disconnect'],
+  ['v1/gateway/telemetry', 'gateway_telemetry'],
+  ['v1/gateway/attributes', 'gateway_attributes'],
+  ['v1/gateway/attributes/request', 'gateway_attributes_request'],
+  ['v1/gateway/rpc', 'gateway_rpc'],
+  ['v1/gateway/claim', 'gateway_claim'],
+]);
+
+/** The message type of a device PUBLISH, for metrics (a small fixed set of labels). */
+export function messageType(topic: string): string {
+  if (topic === TOPIC.telemetry) return 'telemetry';
+  if (topic === TOPIC.attributes) return 'attributes';
+  if (topic.startsWith(TOPIC.attributesRequestPrefix)) return 'attributes_request';
+  if (topic.startsWith(TOPIC.rpcRequestPrefix)) return 'rpc_request';
+  if (topic.startsWith(TOPIC.rpcResponsePrefix)) return 'rpc_response';
+  if (topic === TOPIC.claim) return 'claim';
+  if (topic === TOPIC.provisionRequest) return 'provision';
+  if (topic.startsWith('v2/fw/') || topic.startsWith('v2/sw/')) return 'ota';
+  return GATEWAY_TYPES.get(topic) ?? 'other';
+}

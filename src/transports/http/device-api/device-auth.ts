@@ -1,6 +1,8 @@
 import type { MiddlewareHandler } from 'hono';
 import type { ActivityService } from '../../../devices/activity-service.js';
 import type { DeviceIdentity, DeviceService } from '../../../devices/device-service.js';
+import type { IngestMeter } from '../../../metrics/metrics.js';
+import { deviceApiMessageType } from '../../message-type.js';
 import type { HttpEnv } from '../context.js';
 
 export type DeviceAuth = MiddlewareHandler<HttpEnv>;
@@ -27,6 +29,8 @@ export function deviceByToken(deps: {
 export function deviceAuth(deps: {
   devices: DeviceService;
   activity: ActivityService;
+  /** Counts each request the core accepted. */
+  meter?: IngestMeter;
 }): DeviceAuth {
   const byToken = deviceByToken(deps);
   return async (c, next) => {
@@ -35,5 +39,8 @@ export function deviceAuth(deps: {
     if (!device) return c.body(null, 401);
     c.set('device', device);
     await next();
+    if (deps.meter && c.res.status < 400) {
+      deps.meter('http', deviceApiMessageType(c.req.method, c.req.path));
+    }
   };
 }

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Hono } from 'hono';
 import type { Logger } from 'pino';
+import type { IngestMeter } from '../../../metrics/metrics.js';
 import type { TelemetryService } from '../../../telemetry/telemetry-service.js';
 import { declaredLength, type HttpEnv, readBody, readRequest } from '../context.js';
 import { errorReply } from '../errors.js';
@@ -45,6 +46,8 @@ export function telemetryFastLane(deps: {
   telemetry: TelemetryService;
   maxBodyBytes: number;
   log: Logger;
+  /** Counts each request the core accepted. */
+  meter?: IngestMeter;
 }): FastLane {
   return (req, res) => {
     if (req.method !== 'POST') return false;
@@ -59,6 +62,7 @@ export function telemetryFastLane(deps: {
         () => {
           res.writeHead(200, EMPTY_OK);
           res.end();
+          deps.meter?.('http', 'telemetry');
         },
         (err: Error) => replyError(req, res, err, deps.log),
       );
