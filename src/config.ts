@@ -44,6 +44,7 @@ export interface Config {
   readonly activity: { readonly inactivityTimeoutSec: number; readonly checkIntervalSec: number };
   /** `GET /metrics` on a listener of its own at this port; 0 serves it on the HTTP port. */
   readonly metrics: { readonly port: number };
+  readonly messages: { readonly queueSize: number };
 }
 
 /** Secrets never live in the config file or the frozen Config that is logged. */
@@ -316,6 +317,15 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 65535,
     default: 0,
     help: 'Serve GET /metrics on a listener of its own at this port, off the device-facing one (0 = on the HTTP port)',
+  },
+  {
+    path: 'messages.queueSize',
+    env: 'EDGE_MESSAGE_QUEUE_SIZE',
+    type: 'int',
+    min: 16,
+    max: 1_000_000,
+    default: 10_000,
+    help: 'Committed messages waiting for processing (alarms, rules); past it the oldest are dropped and counted',
   },
 ];
 

@@ -6,6 +6,7 @@ import type { ActivitySnapshot } from './devices/activity-service.js';
 
 import type { Logger } from 'pino';
 import type { AttributeScope, TypedAttributeKv } from './attributes/types.js';
+import type { Device } from './devices/device-service.js';
 import type { RpcStatus } from './rpc/types.js';
 
 export interface DeviceRef {
@@ -19,12 +20,23 @@ export interface TelemetryPoint {
   readonly value: boolean | number | string | object;
 }
 
+/**
+ * Who made a change: a device's own uplink, a user through the REST API, or the gateway itself
+ * (device activity, OTA state). The device-message service turns user changes into
+ * `ATTRIBUTES_UPDATED`-like messages; device uplinks have their own message types.
+ */
+export type ChangeSource =
+  | { readonly kind: 'device' }
+  | { readonly kind: 'user'; readonly userId: string; readonly userName: string }
+  | { readonly kind: 'system' };
+
 export interface GatewayEvents {
   /** A device became active or inactive (platform reference §7.4). */
   'device.activity': ActivitySnapshot;
-  'device.created': { device: DeviceRef };
-  'device.updated': { device: DeviceRef };
-  'device.deleted': { device: DeviceRef };
+  /** `entity`: the device as REST returns it (as it was, for a deleted one). */
+  'device.created': { device: DeviceRef; entity?: Device };
+  'device.updated': { device: DeviceRef; entity?: Device };
+  'device.deleted': { device: DeviceRef; entity?: Device };
   'device.credentials': { deviceId: string };
   /** A device changed owner: a customer (`customerId`) or the tenant (null). */
   'device.owner': {
@@ -38,15 +50,30 @@ export interface GatewayEvents {
   'deviceProfile.deleted': { profileId: string };
   /** One event per device per committed batch. */
   telemetry: { deviceId: string; points: readonly TelemetryPoint[] };
-  'telemetry.deleted': { deviceId: string; keys: readonly string[] };
+  /** A server-side (REST) time-series write, committed; its points are also in `telemetry`. */
+  'telemetry.saved': { deviceId: string; points: readonly TelemetryPoint[]; source?: ChangeSource };
+  'telemetry.deleted': {
+    deviceId: string;
+    keys: readonly string[];
+    startTs?: number;
+    endTs?: number;
+    source?: ChangeSource;
+  };
   /** Attributes saved in one commit (any scope; shared ones are also pushed to the device). */
   'attributes.updated': {
     deviceId: string;
     scope: AttributeScope;
     values: readonly TypedAttributeKv[];
+    /** Absent: the gateway itself (`system`). */
+    source?: ChangeSource;
   };
   /** Attribute keys that existed and were deleted in one commit. */
-  'attributes.deleted': { deviceId: string; scope: AttributeScope; keys: readonly string[] };
+  'attributes.deleted': {
+    deviceId: string;
+    scope: AttributeScope;
+    keys: readonly string[];
+    source?: ChangeSource;
+  };
   /** A persistent server-side RPC changed status. */
   'rpc.status': { deviceId: string; rpcId: string; requestId: number; status: RpcStatus };
 }

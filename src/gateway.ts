@@ -1,4 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Hono } from 'hono';
@@ -22,6 +23,9 @@ import { DeviceService } from './devices/device-service.js';
 import { EventBus } from './events.js';
 import { GroupService } from './groups/group-service.js';
 import { createLoggers, type Loggers } from './logger.js';
+import { DeviceMessageService } from './messages/device-message-service.js';
+import { loggingProcessor } from './messages/message-pipeline.js';
+import type { MessageProcessor } from './messages/types.js';
 import { Metrics } from './metrics/metrics.js';
 import { OtaService } from './ota/ota-service.js';
 import { ProvisionService } from './provisioning/provision-service.js';
@@ -73,6 +77,13 @@ export interface GatewayOverrides {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Directory with the built UI (default: `ui/` beside the bundle, or `dist/ui`). */
   readonly uiDir?: string | null;
+  /**
+   * The one processing entry point instead of the gateway's own (`messageProcessor` below); a
+   * function gets the services and the standard processor (to wrap it).
+   */
+  readonly messageProcessor?:
+    | MessageProcessor
+    | ((services: Services, standard: MessageProcessor) => MessageProcessor);
 }
 
 export interface Ports {
@@ -177,6 +188,11 @@ export class Gateway implements AsyncDisposable {
       });
 
       const s = this.#services;
+      const standard = messageProcessor(s, this.loggers);
+      const custom = this.overrides.messageProcessor;
+      s.messages.setProcessor(
+        typeof custom === 'function' ? custom(s, standard) : (custom ?? standard),
+      );
       const host = config.bind;
       const ops = {
         metrics: this.metrics,
@@ -203,7 +219,7 @@ export class Gateway implements AsyncDisposable {
       const lanes = [
         telemetryFastLane({
           device: deviceByToken({ devices: s.devices, activity: s.activity }),
-          telemetry: s.telemetry,
+          telemetry: { ingest: (device, body) => s.messages.postTelemetry(device, body) },
           maxBodyBytes: config.http.maxBodyBytes,
           log: this.loggers.http,
           meter: this.metrics.ingest,
@@ -283,6 +299,7 @@ export class Gateway implements AsyncDisposable {
       version: VERSION,
       uptimeMs: this.#startedAt ? Date.now() - this.#startedAt : 0,
       db: db && (db.ok ? { status: 'UP' } : { status: 'DOWN', error: db.error }),
+      messages: this.#services?.messages.stats(),
     };
   }
 
@@ -316,6 +333,20 @@ export class Gateway implements AsyncDisposable {
       name: 'edge_telemetry_points',
       help: 'Telemetry points stored (the ring buffer), staged ones included',
       collect: () => s.telemetry.gauges.points,
+    });
+    m.gauge({
+      name: 'edge_message_queue',
+      help: 'Messages on their way to the processing entry point (alarms, rules): queued now; processed, dropped at the bound, failed since start',
+      labelNames: ['state'],
+      collect: () => {
+        const q = s.messages.stats();
+        return [
+          [{ state: 'queued' }, q.queued],
+          [{ state: 'processed' }, q.processed],
+          [{ state: 'dropped' }, q.dropped],
+          [{ state: 'failed' }, q.failed],
+        ];
+      },
     });
     m.gauge({
       name: 'edge_telemetry_staged_points',
@@ -407,6 +438,16 @@ export interface Services {
   readonly activity: ActivityService;
   readonly dashboards: DashboardService;
   readonly groups: GroupService;
+  /** The one way in for device messages and the queue to the processing entry point. */
+  readonly messages: DeviceMessageService;
+}
+
+/**
+ * The one processing entry point (issue 13): every committed message goes here, off the
+ * acknowledgement path. The alarm engine, then the rule engine, plug in here.
+ */
+function messageProcessor(_s: Services, loggers: Loggers): MessageProcessor {
+  return loggingProcessor(loggers.messages);
 }
 
 async function buildServices(
@@ -495,6 +536,22 @@ async function buildServices(
     audit,
     customerExists: (id) => customers.exists(id),
   });
+  const messages = new DeviceMessageService({
+    log: loggers.messages,
+    bus,
+    devices,
+    telemetry,
+    attributes,
+    clientRpc,
+    claims,
+    provisioning,
+    ota,
+    activity,
+    queueSize: config.messages.queueSize,
+    serviceId: hostname(),
+    customerName: (id) => (customers.exists(id) ? customers.get(id).title : undefined),
+  });
+  messages.start();
   return {
     tenants,
     audit,
@@ -513,6 +570,7 @@ async function buildServices(
     activity,
     dashboards,
     groups,
+    messages,
   };
 }
 
@@ -524,6 +582,8 @@ async function stopServices(s: Services): Promise<void> {
   await s.ota.stop();
   s.rpc.stop();
   s.attributes.stop();
+  // The messages of the last commits reach the processor while the db is still open.
+  s.messages.stop();
 }
 
 /** Ends device long polls and REST calls waiting on a device, before the listeners close. */
@@ -550,9 +610,9 @@ function apiRoutes(
   const device = deviceAuth({ devices: s.devices, activity: s.activity, meter: metrics.ingest });
   return [
     // Provisioning has no token: mount it before any `/api/v1/:token/*` middleware.
-    { path: '/api/v1', app: provisionApi({ provisioning: s.provisioning }) },
-    { path: '/api/v1', app: claimApi({ deviceAuth: device, claims: s.claims }) },
-    { path: '/api/v1', app: firmwareApi({ deviceAuth: device, ota: s.ota }) },
+    { path: '/api/v1', app: provisionApi({ messages: s.messages }) },
+    { path: '/api/v1', app: claimApi({ deviceAuth: device, messages: s.messages }) },
+    { path: '/api/v1', app: firmwareApi({ deviceAuth: device, messages: s.messages }) },
     { path: '/api', app: deviceProfileRoutes({ profiles: s.profiles, requireUser: user }) },
     {
       path: '/api',
@@ -564,11 +624,20 @@ function apiRoutes(
     },
     {
       path: '/api/v1',
-      app: deviceAttributeRoutes({ deviceAuth: device, attributes: s.attributes }),
+      app: deviceAttributeRoutes({
+        deviceAuth: device,
+        attributes: s.attributes,
+        messages: s.messages,
+      }),
     },
     {
       path: '/api/v1',
-      app: deviceRpcRoutes({ deviceAuth: device, rpc: s.rpc, clientRpc: s.clientRpc }),
+      app: deviceRpcRoutes({
+        deviceAuth: device,
+        rpc: s.rpc,
+        clientRpc: s.clientRpc,
+        messages: s.messages,
+      }),
     },
     {
       path: '/api/plugins/telemetry',
@@ -579,7 +648,7 @@ function apiRoutes(
         shared,
       }),
     },
-    { path: '/api/v1', app: deviceTelemetryRoutes({ deviceAuth: device, telemetry: s.telemetry }) },
+    { path: '/api/v1', app: deviceTelemetryRoutes({ deviceAuth: device, messages: s.messages }) },
     {
       path: '/api/plugins/telemetry',
       app: telemetryRoutes({

@@ -16,6 +16,7 @@ export const SUBSYSTEMS = [
   'claims',
   'provisioning',
   'ota',
+  'messages',
   'dashboards',
   'http',
   'mqtt',

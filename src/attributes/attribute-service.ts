@@ -8,7 +8,7 @@ import {
 import type { Db } from '../db/open.js';
 import type { DeviceIdentity, DeviceService } from '../devices/device-service.js';
 import { NotFoundError, ValidationError } from '../errors.js';
-import type { EventBus } from '../events.js';
+import type { ChangeSource, EventBus } from '../events.js';
 import { AttributeStore } from './attribute-store.js';
 import { typeJsValue } from './kv-value.js';
 import {
@@ -90,19 +90,28 @@ export class AttributeService {
     deviceId: string,
     scope: AttributeScope,
     values: Record<string, unknown>,
+    source?: ChangeSource,
   ): Promise<void> {
     const typed = new Map<string, KvValue>();
     for (const [key, value] of Object.entries(values)) {
       const kv = typeJsValue(value);
       if (kv) typed.set(key, kv);
     }
-    this.saveTyped(deviceId, scope, typed);
+    this.saveTyped(deviceId, scope, typed, source);
   }
 
-  /** Saves values already typed by the transport (see `parseTypedObject`). */
-  saveTyped(deviceId: string, scope: AttributeScope, values: ReadonlyMap<string, KvValue>): void {
+  /**
+   * Saves values already typed by the transport (see `parseTypedObject`). `source` says who
+   * changed them (absent: the gateway itself); it travels on the `attributes.updated` event.
+   */
+  saveTyped(
+    deviceId: string,
+    scope: AttributeScope,
+    values: ReadonlyMap<string, KvValue>,
+    source?: ChangeSource,
+  ): TypedAttributeKv[] {
     const device = this.#device(deviceId);
-    if (values.size === 0) return;
+    if (values.size === 0) return [];
     const ts = Date.now();
     this.#store.upsert(device.rid, scope, values, ts);
     const saved: TypedAttributeKv[] = [...values].map(([key, kv]) => ({
@@ -111,19 +120,30 @@ export class AttributeService {
       value: kv.value,
       lastUpdateTs: ts,
     }));
-    this.deps.bus.emit('attributes.updated', { deviceId: device.id, scope, values: saved });
+    this.deps.bus.emit('attributes.updated', {
+      deviceId: device.id,
+      scope,
+      values: saved,
+      source,
+    });
     if (scope === 'SHARED_SCOPE') {
       this.#subscribers.publish(device.id, { kind: 'updated', values: saved });
     }
+    return saved;
   }
 
   // biome-ignore lint/suspicious/useAwait: async by contract, so a later store may be asynchronous
-  async delete(deviceId: string, scope: AttributeScope, keys: readonly string[]): Promise<void> {
+  async delete(
+    deviceId: string,
+    scope: AttributeScope,
+    keys: readonly string[],
+    source?: ChangeSource,
+  ): Promise<void> {
     const device = this.#device(deviceId);
     if (keys.length === 0) return;
     const deleted = this.#store.delete(device.rid, scope, keys);
     if (deleted.length === 0) return;
-    this.deps.bus.emit('attributes.deleted', { deviceId: device.id, scope, keys: deleted });
+    this.deps.bus.emit('attributes.deleted', { deviceId: device.id, scope, keys: deleted, source });
     if (scope === 'SHARED_SCOPE') {
       this.#subscribers.publish(device.id, { kind: 'deleted', keys: deleted });
     }

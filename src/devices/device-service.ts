@@ -235,7 +235,7 @@ export class DeviceService {
       })();
       this.#byToken.clear();
       const device = this.get(id);
-      this.deps.bus.emit('device.updated', { device: { id, name: device.name } });
+      this.deps.bus.emit('device.updated', { device: { id, name: device.name }, entity: device });
       return device;
     }
 
@@ -266,8 +266,9 @@ export class DeviceService {
         created_time: now,
       });
     })();
-    this.deps.bus.emit('device.created', { device: { id, name: input.name } });
-    return this.get(id);
+    const created = this.get(id);
+    this.deps.bus.emit('device.created', { device: { id, name: input.name }, entity: created });
+    return created;
   }
 
   get(id: string): Device {
@@ -284,7 +285,10 @@ export class DeviceService {
     const view = this.#view(id);
     this.#store.delete(id);
     this.#byToken.clear();
-    this.deps.bus.emit('device.deleted', { device: { id, name: view.name } });
+    this.deps.bus.emit('device.deleted', {
+      device: { id, name: view.name },
+      entity: toDevice(view),
+    });
   }
 
   list(q: PageQuery<DeviceSort>): PageData<Device> {

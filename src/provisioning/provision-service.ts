@@ -43,6 +43,13 @@ export type ProvisionResponse =
   | { readonly errorMsg: 'Provision data was not found!'; readonly status: 'NOT_FOUND' }
   | { readonly errorMsg: 'Failed to provision device!'; readonly status: 'FAILURE' };
 
+/** A provisioning answer and what it was about: the device provisioned, or the profile refusing. */
+export interface ProvisionOutcome {
+  readonly response: ProvisionResponse;
+  readonly deviceId?: string;
+  readonly profileId?: string;
+}
+
 const NOT_FOUND: ProvisionResponse = {
   errorMsg: 'Provision data was not found!',
   status: 'NOT_FOUND',
@@ -109,6 +116,11 @@ export class ProvisionService {
 
   /** Applies the decision rules of device-api.md §6.3; never throws for a refused request. */
   provision(req: ProvisionRequest): ProvisionResponse {
+    return this.provisionDevice(req).response;
+  }
+
+  /** `provision`, also naming the device provisioned or the profile that refused it. */
+  provisionDevice(req: ProvisionRequest): ProvisionOutcome {
     const log = this.deps.log;
     const found = req.provisionDeviceKey
       ? this.deps.profiles.byProvisionKey(req.provisionDeviceKey)
@@ -121,18 +133,18 @@ export class ProvisionService {
       found.config.type === 'DISABLED'
     ) {
       log.info({ reason: 'key, secret or strategy' }, 'provisioning refused: NOT_FOUND');
-      return NOT_FOUND;
+      return { response: NOT_FOUND };
     }
     const { profile, config } = found;
     const trimmed = req.deviceName?.trim();
-    if (trimmed === '') return this.#failure(profile.name, 'blank device name');
+    if (trimmed === '') return this.#failure(profile, 'blank device name');
 
     if (config.type === 'CHECK_PRE_PROVISIONED_DEVICES') {
       const device = trimmed === undefined ? undefined : this.deps.devices.byName(trimmed);
       if (!device || device.profileId !== profile.id.id)
-        return this.#failure(profile.name, 'no such device in the profile');
+        return this.#failure(profile, 'no such device in the profile');
       if (this.#store.state(device.rid) !== undefined)
-        return this.#failure(profile.name, 'device already provisioned');
+        return this.#failure(profile, 'device already provisioned');
       this.#store.markProvisioned(device.rid, profile.id.id);
       const creds = this.deps.devices.credentials(device.id);
       log.info(
@@ -141,7 +153,7 @@ export class ProvisionService {
       );
       if (creds.credentialsType === 'MQTT_BASIC') {
         const v = JSON.parse(creds.credentialsValue ?? '{}') as Record<string, string | null>;
-        return {
+        const response: ProvisionResponse = {
           credentialsValue: {
             clientId: v.clientId ?? null,
             userName: v.userName ?? null,
@@ -150,23 +162,25 @@ export class ProvisionService {
           credentialsType: 'MQTT_BASIC',
           status: 'SUCCESS',
         };
+        return { response, deviceId: device.id, profileId: profile.id.id };
       }
-      return {
+      const response: ProvisionResponse = {
         credentialsValue: creds.credentialsId,
         credentialsType: 'ACCESS_TOKEN',
         status: 'SUCCESS',
       };
+      return { response, deviceId: device.id, profileId: profile.id.id };
     }
 
     // ALLOW_CREATE_NEW_DEVICES
     const name = trimmed ?? randomAccessToken(20);
-    if (this.deps.devices.byName(name)) return this.#failure(profile.name, 'name taken');
+    if (this.deps.devices.byName(name)) return this.#failure(profile, 'name taken');
     // TB: any device-chosen credential selects `credentialsType`; none → a generated token.
     const chosen = [req.token, req.clientId, req.username, req.password, req.hash].some((v) => v);
     const type = chosen ? (req.credentialsType ?? 'ACCESS_TOKEN') : 'ACCESS_TOKEN';
     if (type === 'X509_CERTIFICATE') {
       // @TODO(TLS): X.509 credentials need the MQTT-over-TLS transport.
-      return this.#failure(profile.name, 'X509_CERTIFICATE credentials are not supported');
+      return this.#failure(profile, 'X509_CERTIFICATE credentials are not supported');
     }
     const token = (type === 'ACCESS_TOKEN' && req.token) || randomAccessToken();
     let deviceId: string;
@@ -182,7 +196,7 @@ export class ProvisionService {
       deviceId = device.id.id;
     } catch (err) {
       // A taken or malformed token, or a name taken meanwhile: FAILURE, as TB does (§6.3).
-      if (err instanceof GatewayError) return this.#failure(profile.name, err.message);
+      if (err instanceof GatewayError) return this.#failure(profile, err.message);
       throw err;
     }
     let response: ProvisionResponse = {
@@ -205,7 +219,7 @@ export class ProvisionService {
       } catch (err) {
         // Invalid or taken basic credentials: undo the device, answer FAILURE (§6.3).
         this.deps.devices.delete(deviceId);
-        if (err instanceof GatewayError) return this.#failure(profile.name, err.message);
+        if (err instanceof GatewayError) return this.#failure(profile, err.message);
         throw err;
       }
       response = { credentialsValue: value, credentialsType: 'MQTT_BASIC', status: 'SUCCESS' };
@@ -213,7 +227,7 @@ export class ProvisionService {
     const identity = this.deps.devices.identity(deviceId);
     if (identity) this.#store.markProvisioned(identity.rid, profile.id.id);
     log.info({ deviceId, profile: profile.name, type }, 'device provisioned');
-    return response;
+    return { response, deviceId, profileId: profile.id.id };
   }
 
   /** Whether a device completed provisioning (ThingsBoard `provisionState = "provisioned"`). */
@@ -228,8 +242,8 @@ export class ProvisionService {
     return identity !== undefined && this.#store.clear(identity.rid);
   }
 
-  #failure(profile: string, reason: string): ProvisionResponse {
-    this.deps.log.info({ profile, reason }, 'provisioning refused: FAILURE');
-    return FAILURE;
+  #failure(profile: { name: string; id: { id: string } }, reason: string): ProvisionOutcome {
+    this.deps.log.info({ profile: profile.name, reason }, 'provisioning refused: FAILURE');
+    return { response: FAILURE, profileId: profile.id.id };
   }
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { LongPolls, type PollOutcome } from '../common/subscriptions.js';
@@ -9,6 +10,23 @@ export interface ClientRpcRequest {
   readonly device: { readonly id: string; readonly name: string };
   readonly method: string;
   readonly params: unknown;
+  /**
+   * Where the reply goes, as ThingsBoard's `TO_SERVER_RPC_REQUEST` metadata names it: the
+   * transport session (one MQTT connection; one HTTP or CoAP request) and the device's request
+   * id in it. `reply(sessionId, requestId, json)` answers it (an "rpc call reply" node).
+   */
+  readonly sessionId: string;
+  readonly requestId: number;
+}
+
+/** Where a client-side RPC is answered (see `ClientRpcRequest`). */
+export interface ClientRpcCallOptions {
+  readonly timeoutMs?: number;
+  readonly signal?: AbortSignal;
+  /** Default: a new session of its own (HTTP, CoAP). */
+  readonly sessionId?: string;
+  /** Default 0 (HTTP and CoAP carry no request id). */
+  readonly requestId?: number;
 }
 
 /**
@@ -41,6 +59,8 @@ const clientRpcBody = z.object({
 
 export class ClientRpcService {
   readonly #waits = new LongPolls();
+  /** Calls waiting for a reply by `sessionId|requestId`. */
+  readonly #pending = new Map<string, (json: string) => void>();
   #router: ClientRpcRouter;
 
   constructor(private readonly deps: ClientRpcServiceDeps) {
@@ -56,29 +76,41 @@ export class ClientRpcService {
     this.#router = router;
   }
 
+  /** Validates `{"method","params"}` (ValidationError naming the problem). */
+  parse(body: unknown): { method: string; params: unknown } {
+    const input = validate(clientRpcBody, body, 'rpc request');
+    return { method: input.method, params: input.params ?? null };
+  }
+
   /**
-   * Validates `{"method","params"}` and waits for the router's reply, at most `timeoutMs`
-   * (default `transport.client_side_rpc.timeout`). The outcome `value` is the reply JSON text.
+   * Validates `{"method","params"}` and waits for the reply (the router's, or one given to
+   * `reply`), at most `timeoutMs` (default `transport.client_side_rpc.timeout`). The outcome
+   * `value` is the reply JSON text.
    */
   call(
     device: DeviceIdentity,
     body: unknown,
-    opts: { timeoutMs?: number; signal?: AbortSignal } = {},
+    opts: ClientRpcCallOptions = {},
   ): Promise<PollOutcome<string>> {
-    const input = validate(clientRpcBody, body, 'rpc request');
+    const input = this.parse(body);
     const request: ClientRpcRequest = {
       device: { id: device.id, name: device.name },
       method: input.method,
-      params: input.params ?? null,
+      params: input.params,
+      sessionId: opts.sessionId ?? randomUUID(),
+      requestId: opts.requestId ?? 0,
     };
+    const key = `${request.sessionId}|${request.requestId}`;
     this.deps.log.debug({ deviceId: device.id, method: request.method }, 'client rpc');
     return this.#waits.wait<string>(
       (deliver) => {
         let active = true;
+        const answer = (json: string) => {
+          if (active) deliver(json);
+        };
+        this.#pending.set(key, answer);
         try {
-          this.#router(request, (json) => {
-            if (active) deliver(json);
-          });
+          this.#router(request, answer);
         } catch (err) {
           this.deps.log.error({ err, method: request.method }, 'client rpc router failed');
         }
@@ -86,8 +118,9 @@ export class ClientRpcService {
           get active() {
             return active;
           },
-          unsubscribe() {
+          unsubscribe: () => {
             active = false;
+            if (this.#pending.get(key) === answer) this.#pending.delete(key);
           },
         };
       },
@@ -97,6 +130,17 @@ export class ClientRpcService {
         signal: opts.signal,
       },
     );
+  }
+
+  /**
+   * Answers a waiting call by its session and request id (ThingsBoard's "rpc call reply" node);
+   * false when no such call waits (answered, timed out, or never made).
+   */
+  reply(sessionId: string, requestId: number, json: string): boolean {
+    const answer = this.#pending.get(`${sessionId}|${requestId}`);
+    if (!answer) return false;
+    answer(json);
+    return true;
   }
 
   /** Ends waiting calls (gateway stopping) and refuses new ones. */

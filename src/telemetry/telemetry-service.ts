@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/open.js';
 import type { DeviceIdentity, DeviceService } from '../devices/device-service.js';
 import { NotFoundError, UnavailableError, ValidationError } from '../errors.js';
-import type { EventBus, TelemetryPoint } from '../events.js';
+import type { ChangeSource, EventBus, TelemetryPoint } from '../events.js';
 import { TelemetryEvictor } from './telemetry-evictor.js';
 import {
   parseTelemetry,
@@ -126,8 +126,18 @@ export class TelemetryService {
     payload: unknown,
     receivedTs = this.#now(),
   ): Promise<number> {
+    return (await this.ingestPoints(device, payload, receivedTs)).length;
+  }
+
+  /** `ingest`, resolving with the committed points (the device-message service builds on them). */
+  async ingestPoints(
+    device: DeviceIdentity,
+    payload: unknown,
+    receivedTs = this.#now(),
+  ): Promise<readonly TsEntry[]> {
     const points = this.#parse(payload, receivedTs);
-    return await this.#write(device.rid, device.id, points);
+    await this.#write(device.rid, device.id, points);
+    return points;
   }
 
   /** Writes points that are already typed (benchmarks, internal producers). */
@@ -139,11 +149,17 @@ export class TelemetryService {
    * Server-side write (`POST .../timeseries/{scope}`): same forms; a payload without any data
    * point is an error, as in ThingsBoard.
    */
-  async save(deviceId: string, payload: unknown): Promise<number> {
+  async save(deviceId: string, payload: unknown, source?: ChangeSource): Promise<number> {
     const device = this.#device(deviceId);
     const points = this.#parse(payload, this.#now());
     if (points.length === 0) throw new ValidationError('No timeseries data found in request body');
-    return await this.#write(device.rid, device.id, points);
+    const n = await this.#write(device.rid, device.id, points);
+    this.#deps.bus.emit('telemetry.saved', {
+      deviceId: device.id,
+      points: points.map((p) => ({ key: p.key, ts: p.ts, value: telemetryValue(p) })),
+      source,
+    });
+    return n;
   }
 
   /** Commits pending points and moves staged ones into the time-series table (tests, shutdown). */
@@ -215,11 +231,17 @@ export class TelemetryService {
   }
 
   /** `DELETE .../timeseries/delete`; returns the number of points deleted. */
-  delete(deviceId: string, q: DeleteQuery): number {
+  delete(deviceId: string, q: DeleteQuery, source?: ChangeSource): number {
     const { store } = this.#requireStarted();
     const device = this.#device(deviceId);
     const n = store.deleteRange(device.rid, q.keys, q.startTs, q.endTs, q);
-    this.#deps.bus.emit('telemetry.deleted', { deviceId: device.id, keys: q.keys });
+    this.#deps.bus.emit('telemetry.deleted', {
+      deviceId: device.id,
+      keys: q.keys,
+      startTs: q.startTs,
+      endTs: q.endTs,
+      source,
+    });
     return n;
   }
 
@@ -246,7 +268,7 @@ export class TelemetryService {
         list = [];
         byDevice.set(item.deviceId, list);
       }
-      for (const p of item.points) list.push({ key: p.key, ts: p.ts, value: eventValue(p) });
+      for (const p of item.points) list.push({ key: p.key, ts: p.ts, value: telemetryValue(p) });
     }
     for (const [deviceId, points] of byDevice) bus.emit('telemetry', { deviceId, points });
   }
@@ -270,7 +292,7 @@ export class TelemetryService {
 }
 
 /** Event values: JSON parsed; a long beyond 2^53 as its exact decimal string. */
-function eventValue(p: TsEntry): TelemetryPoint['value'] {
+export function telemetryValue(p: TsEntry): TelemetryPoint['value'] {
   if (p.kind === 'json') return JSON.parse(p.value as string) as object;
   if (typeof p.value === 'bigint') return p.value.toString();
   return p.value;

@@ -1,6 +1,7 @@
 import type { AttributeService } from '../attributes/attribute-service.js';
 import type { ClaimService } from '../claims/claim-service.js';
 import type { ActivityService } from '../devices/activity-service.js';
+import type { DeviceMessageService } from '../messages/device-message-service.js';
 import type { OtaService } from '../ota/ota-service.js';
 import type { ProvisionService } from '../provisioning/provision-service.js';
 import type { ClientRpcService } from '../rpc/client-rpc.js';
@@ -21,4 +22,10 @@ export interface DeviceCore {
   readonly ota: OtaService;
   /** Connects, disconnects and uplinks of every transport feed device activity. */
   readonly activity: ActivityService;
+  /**
+   * The one way in for device messages: uplinks that store or ask for something (telemetry,
+   * attributes, client-side RPC, claims, provisioning, firmware, connects) go through it, so that
+   * each becomes a message for the processing entry point once committed.
+   */
+  readonly messages: DeviceMessageService;
 }

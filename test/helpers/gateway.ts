@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Config, configWith, type DeepPartial, type Secrets } from '../../src/config.js';
-import { createGateway, type Gateway } from '../../src/gateway.js';
+import { createGateway, type Gateway, type GatewayOverrides } from '../../src/gateway.js';
 
 export const ADMIN_EMAIL = 'admin@test.local';
 export const ADMIN_PASSWORD = 'admin-password-1';
@@ -31,6 +31,8 @@ export interface StartOptions {
   readonly secrets?: Secrets;
   /** Environment for systemd notification (default none). */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** The processing entry point instead of the gateway's own (GatewayOverrides). */
+  readonly messageProcessor?: GatewayOverrides['messageProcessor'];
 }
 
 /** Starts a real gateway on ephemeral loopback ports with a temp data directory. */
@@ -50,6 +52,7 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     secrets: opts.secrets ?? { adminEmail: ADMIN_EMAIL, adminPassword: ADMIN_PASSWORD },
     logDestination: { write: (line: string) => void logs.push(JSON.parse(line)) },
     env: opts.env ?? {},
+    messageProcessor: opts.messageProcessor,
   });
   await gw.start();
   const baseUrl = `http://127.0.0.1:${gw.ports.http}`;

@@ -1,6 +1,5 @@
 import type { IncomingMessage, OutgoingMessage } from 'coap';
 import { parseKeyList } from '../../attributes/attribute-service.js';
-import { parseTypedObject } from '../../attributes/kv-value.js';
 import {
   deviceAttributesJson,
   flatAttributesJson,
@@ -142,18 +141,12 @@ async function feature(
   switch (rest.length === 0 ? name : `${name}/id`) {
     case 'telemetry':
       if (!post) throw new ValidationError('telemetry cannot be read over CoAP');
-      await core.telemetry.ingest(device, req.payload);
+      await core.messages.postTelemetry(device, req.payload);
       reply(res, '2.01');
       return;
     case 'attributes':
       if (post) {
-        const text = req.payload.toString('utf8');
-        if (text.trim() === '') throw new ValidationError('attributes: payload is empty');
-        core.attributes.saveTyped(
-          device.id,
-          'CLIENT_SCOPE',
-          parseTypedObject(text, { cast: true }),
-        );
+        core.messages.postAttributes(device, req.payload);
         reply(res, '2.01');
       } else if (req.headers.Observe === 0) {
         observeAttributes(ctx, device);
@@ -183,7 +176,7 @@ async function feature(
     case 'claim': {
       if (!post) methodNotAllowed();
       const body = req.payload.length === 0 ? {} : parseJson(req.payload, 'claim');
-      core.claims.claimByDevice(device.id, core.claims.parseRequest(body));
+      core.messages.claim(device, body);
       reply(res, '2.01');
       return;
     }
@@ -241,7 +234,8 @@ function observeRpc(ctx: Ctx, device: DeviceIdentity): void {
 
 /** §4: the reply as 2.05; no reply within the CoAP wait answers 5.04 (our choice, documented). */
 async function clientRpc(ctx: Ctx, device: DeviceIdentity): Promise<void> {
-  const outcome = await ctx.core.clientRpc.call(device, parseJson(ctx.req.payload, 'rpc request'), {
+  const body = parseJson(ctx.req.payload, 'rpc request');
+  const outcome = await ctx.core.messages.toServerRpc(device, body, {
     timeoutMs: CLIENT_RPC_TIMEOUT_MS,
   });
   if (outcome.kind !== 'value') throw new TimeoutError('no reply to the client-side RPC');
@@ -251,9 +245,7 @@ async function clientRpc(ctx: Ctx, device: DeviceIdentity): Promise<void> {
 /** §6.4: 2.01 and the JSON on success; 4.00 and the JSON on NOT_FOUND or FAILURE. */
 function provision(ctx: Ctx): void {
   const { core } = ctx;
-  const result = core.provisioning.provision(
-    core.provisioning.parseRequest(parseJson(ctx.req.payload, 'provision request')),
-  );
+  const result = core.messages.provision(parseJson(ctx.req.payload, 'provision request'));
   reply(ctx.res, result.status === 'SUCCESS' ? '2.01' : '4.00', JSON.stringify(result));
 }
 
@@ -267,7 +259,7 @@ function firmware(ctx: Ctx, type: 'FIRMWARE' | 'SOFTWARE', token: string): void 
     if (!/^\d{1,9}$/.test(raw)) throw new ValidationError(`${name} must be a non-negative integer`);
     return Number(raw);
   };
-  const { data } = ctx.core.ota.download(device.id, type, {
+  const { data } = ctx.core.messages.firmware(device, type, {
     title: ctx.query.get('title') ?? undefined,
     version: ctx.query.get('version') ?? undefined,
     size: int('size'),

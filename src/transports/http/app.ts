@@ -21,6 +21,8 @@ export interface HealthInfo {
   readonly uptimeMs: number;
   /** The database check, when the gateway has a database open. */
   readonly db?: { readonly status: 'UP' | 'DOWN'; readonly error?: string };
+  /** The queue to the processing entry point (queued, processed, dropped, failed). */
+  readonly messages?: object;
 }
 
 export interface HttpAppDeps {
@@ -76,7 +78,13 @@ export function createHttpApp(deps: HttpAppDeps): Hono<HttpEnv> {
   app.get('/healthz', (c) => {
     const h = deps.health();
     return c.json(
-      { status: h.status, version: h.version, uptimeMs: h.uptimeMs, db: h.db },
+      {
+        status: h.status,
+        version: h.version,
+        uptimeMs: h.uptimeMs,
+        db: h.db,
+        messages: h.messages,
+      },
       h.ready ? 200 : 503,
     );
   });

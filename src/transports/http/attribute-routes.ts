@@ -11,7 +11,7 @@ import type { SharedDeviceAccess } from '../../auth/authorization.js';
 import { requireUuid } from '../../common/entity.js';
 import type { DeviceService } from '../../devices/device-service.js';
 import { ValidationError } from '../../errors.js';
-import type { HttpEnv } from './context.js';
+import { type HttpEnv, userSource } from './context.js';
 import { jsonText } from './device-api/long-poll.js';
 import { type RequireUser, requireDevice } from './middleware.js';
 
@@ -87,7 +87,7 @@ export function attributeRoutes(deps: {
       const values = parseTypedObject(text, { cast: false });
       checkKeys(values.keys());
       if (values.size === 0) throw new ValidationError('No attributes data found in request body!');
-      attributes.saveTyped(id, scope, values);
+      attributes.saveTyped(id, scope, values, userSource(c.var.principal));
       return c.body(null, 200);
     },
   ] as const;
@@ -99,7 +99,7 @@ export function attributeRoutes(deps: {
     const scope = scopeOf(c.req.param('scope'));
     const keys = keysOf(c.req.query('keys'));
     if (!keys) throw new ValidationError('keys is required');
-    await attributes.delete(id, scope, keys);
+    await attributes.delete(id, scope, keys, userSource(c.var.principal));
     return c.body(null, 200);
   });
 

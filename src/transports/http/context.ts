@@ -4,6 +4,7 @@ import type { Context } from 'hono';
 import type { Principal } from '../../auth/auth-service.js';
 import type { DeviceIdentity } from '../../devices/device-service.js';
 import { ValidationError } from '../../errors.js';
+import type { ChangeSource } from '../../events.js';
 
 /**
  * Hono environment shared by every sub-app: the authenticated user (management API) or the
@@ -53,6 +54,11 @@ export function readRequest(req: IncomingMessage): Promise<Buffer> {
       if (!req.complete) reject(new Error('request aborted'));
     });
   });
+}
+
+/** The user behind a REST change, as the bus and the messages name it (TB: `userId`, `userName`). */
+export function userSource(principal: Principal): ChangeSource {
+  return { kind: 'user', userId: principal.userId, userName: principal.email };
 }
 
 /** Reads a JSON body; malformed JSON is a client error (400), not a 500 as in ThingsBoard. */

@@ -5,7 +5,7 @@ import type { DeviceService } from '../../devices/device-service.js';
 import { ValidationError } from '../../errors.js';
 import { parseDeleteQuery, parseTimeseriesQuery } from '../../telemetry/telemetry-query.js';
 import type { TelemetryService } from '../../telemetry/telemetry-service.js';
-import { type HttpEnv, queryRecord } from './context.js';
+import { type HttpEnv, queryRecord, userSource } from './context.js';
 import { type RequireUser, requireDevice } from './middleware.js';
 
 /**
@@ -37,7 +37,11 @@ export function telemetryRoutes(deps: {
   );
 
   app.delete('/DEVICE/:id/timeseries/delete', user, write, (c) => {
-    telemetry.delete(deviceId(c.req.param('id')), parseDeleteQuery(queryRecord(c)));
+    telemetry.delete(
+      deviceId(c.req.param('id')),
+      parseDeleteQuery(queryRecord(c)),
+      userSource(c.var.principal),
+    );
     return c.body(null, 200);
   });
 
@@ -46,7 +50,7 @@ export function telemetryRoutes(deps: {
     const id = deviceId(c.req.param('id') ?? '');
     const text = await c.req.text();
     if (text.trim() === '') throw new ValidationError('Request body is required');
-    await telemetry.save(id, text);
+    await telemetry.save(id, text, userSource(c.var.principal));
     return c.body(null, 200);
   };
   app.post('/DEVICE/:id/timeseries/:scope', user, write, save);

@@ -1,12 +1,12 @@
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { parseKeyList } from '../../attributes/attribute-service.js';
-import { parseTypedObject } from '../../attributes/kv-value.js';
 import { deviceAttributesJson, sharedUpdateJson } from '../../attributes/payloads.js';
 import type { Subscription } from '../../common/subscriptions.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
+import type { DeviceMessageService } from '../../messages/device-message-service.js';
 import type { OtaType } from '../../ota/ota-service.js';
-import type { ProvisionService } from '../../provisioning/provision-service.js';
 import type { DeviceCore } from '../device-core.js';
 import { parseJsonPayload as parseJson } from '../payload.js';
 import { GatewaySession } from './gateway-session.js';
@@ -41,6 +41,8 @@ export class DeviceSession {
   readonly #pendingClientRpc = new Set<AbortController>();
   /** Reference §7.2: the package and chunk size are remembered per download request id. */
   readonly #downloads = new Map<string, { packageId: string; size: number }>();
+  /** This connection, as `TO_SERVER_RPC_REQUEST` metadata names it (`sessionId`). */
+  readonly #sessionId = randomUUID();
   #closed = false;
   /** The gateway API of a device flagged as a gateway (reference §9); absent otherwise. */
   readonly #gateway: GatewaySession | undefined;
@@ -61,13 +63,11 @@ export class DeviceSession {
     if (this.#gateway && topic.startsWith(GATEWAY_PREFIX))
       return await this.#gateway.publish(topic, payload);
     if (topic === TOPIC.telemetry) {
-      await core.telemetry.ingest(device, payload);
+      await core.messages.postTelemetry(device, payload);
       return 'handled';
     }
     if (topic === TOPIC.attributes) {
-      const text = payload.toString('utf8');
-      if (text.trim() === '') throw new ValidationError('attributes: payload is empty');
-      core.attributes.saveTyped(device.id, 'CLIENT_SCOPE', parseTypedObject(text, { cast: true }));
+      core.messages.postAttributes(device, payload);
       return 'handled';
     }
     if (topic.startsWith(TOPIC.attributesRequestPrefix)) {
@@ -107,7 +107,7 @@ export class DeviceSession {
     }
     if (topic === TOPIC.claim) {
       const body = payload.length === 0 ? {} : parseJson(payload, 'claim');
-      core.claims.claimByDevice(device.id, core.claims.parseRequest(body));
+      core.messages.claim(device, body);
       return 'handled';
     }
     return 'unknown-topic';
@@ -179,7 +179,11 @@ export class DeviceSession {
     }
     const ac = new AbortController();
     // Validates now, so a bad request fails the publish; the reply comes later.
-    const pending = this.core.clientRpc.call(this.device, body, { signal: ac.signal });
+    const pending = this.core.messages.toServerRpc(this.device, body, {
+      sessionId: this.#sessionId,
+      requestId: id,
+      signal: ac.signal,
+    });
     this.#pendingClientRpc.add(ac);
     void pending.then((outcome) => {
       this.#pendingClientRpc.delete(ac);
@@ -217,6 +221,7 @@ export class DeviceSession {
       throw new ValidationError(`firmware chunk size ${size} is over ${MAX_PAYLOAD_BYTES}`);
     }
     download.size = size;
+    this.core.messages.firmwareRequested(this.device, type, { size, chunk, requestId });
     const data = this.core.ota.chunk(download.packageId, size, chunk);
     await this.send(`${prefix}/response/${requestId}/chunk/${chunk}`, data, 1);
   }
@@ -237,14 +242,13 @@ export class DeviceSession {
  */
 export class ProvisionSession {
   constructor(
-    private readonly provisioning: ProvisionService,
+    private readonly messages: DeviceMessageService,
     private readonly send: Send,
   ) {}
 
   publish(topic: string, payload: Buffer): PublishResult {
     if (topic !== TOPIC.provisionRequest) return 'unknown-topic';
-    const req = this.provisioning.parseRequest(parseJson(payload, 'provision request'));
-    const res = this.provisioning.provision(req);
+    const res = this.messages.provision(parseJson(payload, 'provision request'));
     void this.send(TOPIC.provisionResponse, JSON.stringify(res), 1).catch(() => {
       // The device went away before its answer: nothing to do, it provisions again.
     });

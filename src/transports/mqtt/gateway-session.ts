@@ -238,7 +238,9 @@ export class GatewaySession {
       return { name, data };
     });
     const children = batches.map((b) => this.#child(b.name));
-    await Promise.all(batches.map((b, i) => this.core.telemetry.ingest(children[i], b.data, now)));
+    await Promise.all(
+      batches.map((b, i) => this.core.messages.postTelemetry(children[i], b.data, now)),
+    );
   }
 
   /** `{"A":{"attr":1}, ...}`: client-scope attributes of each child. */
@@ -252,7 +254,7 @@ export class GatewaySession {
     });
     const children = typed.map((t) => this.#child(t.name));
     for (const [i, t] of typed.entries()) {
-      this.core.attributes.saveTyped(children[i].id, 'CLIENT_SCOPE', t.values);
+      this.core.messages.saveClientAttributes(children[i], t.values);
     }
   }
 
@@ -311,12 +313,12 @@ export class GatewaySession {
         throw new ValidationError(`${what}: the value of "${name}" must be a JSON object`);
       }
       const plain = JSON.parse(stringifyJsonText(value)) as unknown;
-      return { name, request: this.core.claims.parseRequest(plain) };
+      // Validated for every device before any is claimed.
+      this.core.claims.parseRequest(plain);
+      return { name, body: plain };
     });
     const children = requests.map((r) => this.#child(r.name));
-    for (const [i, r] of requests.entries()) {
-      this.core.claims.claimByDevice(children[i].id, r.request);
-    }
+    for (const [i, r] of requests.entries()) this.core.messages.claim(children[i], r.body);
   }
 
   /**

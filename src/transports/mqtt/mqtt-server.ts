@@ -114,7 +114,7 @@ export class MqttServer {
           client,
           result.kind === 'device'
             ? new DeviceSession(result.device, this.deps.core, devices, send, log)
-            : new ProvisionSession(this.deps.core.provisioning, send),
+            : new ProvisionSession(this.deps.core.messages, send),
         );
         done(null, true);
       },
@@ -260,7 +260,7 @@ export class MqttServer {
   #onReady(client: Client): void {
     const session = this.#sessions.get(client);
     if (!(session instanceof DeviceSession)) return;
-    this.deps.core.activity.connected(session.device);
+    this.deps.core.messages.connected(session.device);
     const deviceId = session.device.id;
     const previous = this.#byDevice.get(deviceId);
     this.#byDevice.set(deviceId, client);
@@ -280,7 +280,7 @@ export class MqttServer {
     if (!(session instanceof DeviceSession)) return;
     if (session.closed) return;
     session.close();
-    this.deps.core.activity.disconnected(session.device);
+    this.deps.core.messages.disconnected(session.device);
     if (this.#byDevice.get(session.device.id) === client) this.#byDevice.delete(session.device.id);
   }
 

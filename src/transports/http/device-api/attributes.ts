@@ -1,8 +1,8 @@
 import { Hono } from 'hono';
 import { type AttributeService, parseKeyList } from '../../../attributes/attribute-service.js';
-import { parseTypedObject } from '../../../attributes/kv-value.js';
 import { deviceAttributesJson, sharedUpdateJson } from '../../../attributes/payloads.js';
 import { ValidationError } from '../../../errors.js';
+import type { DeviceMessageService } from '../../../messages/device-message-service.js';
 import { type HttpEnv, readBody } from '../context.js';
 import type { DeviceAuth } from './device-auth.js';
 import { jsonText, pollEnded, pollTimeout } from './long-poll.js';
@@ -11,6 +11,7 @@ import { jsonText, pollEnded, pollTimeout } from './long-poll.js';
 export function deviceAttributeRoutes(deps: {
   deviceAuth: DeviceAuth;
   attributes: AttributeService;
+  messages: DeviceMessageService;
 }) {
   const { attributes } = deps;
   const auth = deps.deviceAuth;
@@ -20,7 +21,7 @@ export function deviceAttributeRoutes(deps: {
   app.post('/:token/attributes', auth, async (c) => {
     const text = (await readBody(c)).toString('utf8');
     if (text.trim() === '') throw new ValidationError('Request body is required');
-    attributes.saveTyped(c.var.device.id, 'CLIENT_SCOPE', parseTypedObject(text, { cast: true }));
+    deps.messages.postAttributes(c.var.device, text);
     return c.body(null, 200);
   });
 

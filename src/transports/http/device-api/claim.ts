@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
-import type { ClaimService } from '../../../claims/claim-service.js';
 import { ValidationError } from '../../../errors.js';
+import type { DeviceMessageService } from '../../../messages/device-message-service.js';
 import { type HttpEnv, readBody } from '../context.js';
 import type { DeviceAuth } from './device-auth.js';
 
@@ -9,7 +9,7 @@ import type { DeviceAuth } from './device-auth.js';
  * (`{"secretKey","durationMs"}`); the answer is 200 with an empty body whatever became of the
  * claim, as in ThingsBoard. Malformed JSON or wrongly typed fields are 400.
  */
-export function claimApi(deps: { deviceAuth: DeviceAuth; claims: ClaimService }) {
+export function claimApi(deps: { deviceAuth: DeviceAuth; messages: DeviceMessageService }) {
   const app = new Hono<HttpEnv>();
   app.post('/:token/claim', deps.deviceAuth, async (c) => {
     const text = (await readBody(c)).toString('utf8');
@@ -21,7 +21,7 @@ export function claimApi(deps: { deviceAuth: DeviceAuth; claims: ClaimService })
         throw new ValidationError(`Invalid JSON body: ${(err as Error).message}`, { cause: err });
       }
     }
-    deps.claims.claimByDevice(c.var.device.id, deps.claims.parseRequest(body));
+    deps.messages.claim(c.var.device, body);
     return c.body(null, 200);
   });
   return app;

@@ -1,5 +1,6 @@
 import { type Context, Hono } from 'hono';
 import { NotFoundError, ValidationError } from '../../../errors.js';
+import type { DeviceMessageService } from '../../../messages/device-message-service.js';
 import type { OtaService, OtaType } from '../../../ota/ota-service.js';
 import type { HttpEnv } from '../context.js';
 import type { DeviceAuth } from './device-auth.js';
@@ -20,7 +21,7 @@ function intParam(c: Context, name: string, problems: string[]): number | undefi
  * bytes `[chunk*size, chunk*size+size)`, a chunk past the end is 200 with no bytes. Nothing
  * assigned (or a URL-only package) → 404 with an empty body, as in ThingsBoard.
  */
-export function firmwareApi(deps: { deviceAuth: DeviceAuth; ota: OtaService }) {
+export function firmwareApi(deps: { deviceAuth: DeviceAuth; messages: DeviceMessageService }) {
   const app = new Hono<HttpEnv>();
   const handler = (type: OtaType) => (c: Context<HttpEnv>) => {
     const problems: string[] = [];
@@ -33,7 +34,7 @@ export function firmwareApi(deps: { deviceAuth: DeviceAuth; ota: OtaService }) {
     if (problems.length > 0) throw new ValidationError(problems.join('; '));
     let result: ReturnType<OtaService['download']>;
     try {
-      result = deps.ota.download(c.var.device.id, type, { title, version, size, chunk });
+      result = deps.messages.firmware(c.var.device, type, { title, version, size, chunk });
     } catch (err) {
       if (err instanceof NotFoundError) return c.body(null, 404);
       throw err;

@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import type { ProvisionService } from '../../../provisioning/provision-service.js';
+import type { DeviceMessageService } from '../../../messages/device-message-service.js';
 import { type HttpEnv, readJson } from '../context.js';
 
 /**
@@ -7,11 +7,8 @@ import { type HttpEnv, readJson } from '../context.js';
  * `{status, credentialsType, credentialsValue}` or `{status, errorMsg}`; an unparsable body or a
  * missing key/secret field is 400 (ThingsBoard: 500).
  */
-export function provisionApi(deps: { provisioning: ProvisionService }) {
+export function provisionApi(deps: { messages: DeviceMessageService }) {
   const app = new Hono<HttpEnv>();
-  app.post('/provision', async (c) => {
-    const request = deps.provisioning.parseRequest(await readJson(c));
-    return c.json(deps.provisioning.provision(request), 200);
-  });
+  app.post('/provision', async (c) => c.json(deps.messages.provision(await readJson(c)), 200));
   return app;
 }

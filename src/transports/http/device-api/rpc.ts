@@ -1,5 +1,6 @@
 import { Hono } from 'hono';
 import { ValidationError } from '../../../errors.js';
+import type { DeviceMessageService } from '../../../messages/device-message-service.js';
 import type { ClientRpcService } from '../../../rpc/client-rpc.js';
 import type { RpcService } from '../../../rpc/rpc-service.js';
 import { type HttpEnv, readBody, readJson } from '../context.js';
@@ -11,6 +12,7 @@ export function deviceRpcRoutes(deps: {
   deviceAuth: DeviceAuth;
   rpc: RpcService;
   clientRpc: ClientRpcService;
+  messages: DeviceMessageService;
 }) {
   const { rpc, clientRpc } = deps;
   const auth = deps.deviceAuth;
@@ -47,7 +49,7 @@ export function deviceRpcRoutes(deps: {
     if (typeof body !== 'object' || body === null || !('params' in body)) {
       throw new ValidationError('Invalid rpc request: method and params are required');
     }
-    const outcome = await clientRpc.call(c.var.device, body, {
+    const outcome = await deps.messages.toServerRpc(c.var.device, body, {
       timeoutMs,
       signal: c.req.raw.signal,
     });

@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Hono } from 'hono';
 import type { Logger } from 'pino';
+import type { DeviceIdentity } from '../../../devices/device-service.js';
+import type { DeviceMessageService } from '../../../messages/device-message-service.js';
 import type { IngestMeter } from '../../../metrics/metrics.js';
-import type { TelemetryService } from '../../../telemetry/telemetry-service.js';
 import { declaredLength, type HttpEnv, readBody, readRequest } from '../context.js';
 import { errorReply } from '../errors.js';
 import type { FastLane } from '../http-server.js';
@@ -11,15 +12,15 @@ import type { DeviceAuth, DeviceByToken } from './device-auth.js';
 /** Device telemetry upload (reference device-api.md §1), mounted at `/api/v1`. */
 export function deviceTelemetryRoutes(deps: {
   deviceAuth: DeviceAuth;
-  telemetry: TelemetryService;
+  messages: Pick<DeviceMessageService, 'postTelemetry'>;
 }) {
-  const { telemetry } = deps;
+  const { messages } = deps;
   const app = new Hono<HttpEnv>();
 
   // §1.3: 200 with an empty body, here only once the points are committed. A bad payload is 400
   // with a JSON error naming the problem (ThingsBoard answers 500; see §12).
   app.post('/:token/telemetry', deps.deviceAuth, async (c) => {
-    await telemetry.ingest(c.var.device, await readBody(c));
+    await messages.postTelemetry(c.var.device, await readBody(c));
     return c.body(null, 200);
   });
 
@@ -43,7 +44,8 @@ const TELEMETRY_PATH = /^\/api\/v1\/([^/?%]+)\/telemetry(?:\?|$)/;
 export function telemetryFastLane(deps: {
   /** The device API's token check (`deviceByToken`), as the Hono route's middleware does it. */
   device: DeviceByToken;
-  telemetry: TelemetryService;
+  /** The ingest: `DeviceMessageService.postTelemetry` in the gateway. */
+  telemetry: { ingest(device: DeviceIdentity, payload: Buffer): Promise<unknown> };
   maxBodyBytes: number;
   log: Logger;
   /** Counts each request the core accepted. */
