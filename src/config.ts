@@ -573,6 +573,8 @@ export function helpText(version: string): string {
     `edge-gateway ${version}: on-premises IoT gateway with the ThingsBoard device API`,
     '',
     'Usage: edge-gateway serve [options]',
+    '       edge-gateway backup FILE [--data-dir DIR]   consistent copy, also while it runs',
+    '       edge-gateway restore FILE [--data-dir DIR]  checks FILE, replaces the database (stopped)',
     '       edge-gateway --help | --version',
     '',
     'Options (flag / environment variable, default):',

@@ -12,6 +12,7 @@ import { ClaimService } from './claims/claim-service.js';
 import type { Config, Secrets } from './config.js';
 import { CustomerService } from './customers/customer-service.js';
 import { DashboardService } from './dashboards/dashboard-service.js';
+import { BACKUP_DIR, backupOpenDb, copyBeforeMigration } from './db/backup.js';
 import { Checkpointer } from './db/checkpointer.js';
 import { DbHealth } from './db/db-health.js';
 import { MIGRATIONS } from './db/migrations/index.js';
@@ -56,7 +57,12 @@ import { groupRoutes } from './transports/http/group-routes.js';
 import { HttpServer } from './transports/http/http-server.js';
 import { requireUser } from './transports/http/middleware.js';
 import { noauthRoutes } from './transports/http/noauth-routes.js';
-import { metricsApp, metricsRoutes, requireOperator } from './transports/http/ops-routes.js';
+import {
+  backupRoutes,
+  metricsApp,
+  metricsRoutes,
+  requireOperator,
+} from './transports/http/ops-routes.js';
 import { OTA_UPLOAD_ROUTE, otaRoutes } from './transports/http/ota-routes.js';
 import { ownershipRoutes } from './transports/http/ownership-routes.js';
 import { rpcRoutes } from './transports/http/rpc-routes.js';
@@ -173,6 +179,14 @@ export class Gateway implements AsyncDisposable {
     try {
       const db = openDb({ dataDir: config.dataDir, durability: config.storage.durability });
       this.#db = db;
+      const schema = db.pragma('user_version', { simple: true }) as number;
+      if (schema > 0 && schema < MIGRATIONS.length) {
+        const copy = await copyBeforeMigration(db, config.dataDir, schema, MIGRATIONS.length);
+        this.loggers.db.info(
+          { file: copy.file, bytes: copy.bytes, from: schema, to: MIGRATIONS.length },
+          'database copied before migration',
+        );
+      }
       migrate(db, MIGRATIONS, this.loggers.db);
       this.#checkpointer = new Checkpointer({ db, dataDir: config.dataDir, log: this.loggers.db });
       this.#checkpointer.start();
@@ -213,6 +227,15 @@ export class Gateway implements AsyncDisposable {
         apiRoutes: [
           ...apiRoutes(s, config, this.metrics),
           ...(config.metrics.port === 0 ? [{ path: '/', app: metricsRoutes(ops) }] : []),
+          {
+            path: '/api',
+            app: backupRoutes({
+              requireUser: requireUser(s.auth),
+              backup: (file) => backupOpenDb(db, file),
+              tmpDir: join(config.dataDir, BACKUP_DIR),
+              log: this.loggers.db,
+            }),
+          },
         ],
         bodyLimitExempt: [OTA_UPLOAD_ROUTE, DASHBOARD_SAVE_ROUTE],
       });

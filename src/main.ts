@@ -1,5 +1,8 @@
 #!/usr/bin/env node
+import { resolve } from 'node:path';
 import { ConfigError, helpText, loadConfig } from './config.js';
+import { backupDataDir, restoreDataDir } from './db/backup.js';
+import { MIGRATIONS } from './db/migrations/index.js';
 import { createGateway } from './gateway.js';
 import { VERSION } from './version.js';
 
@@ -13,7 +16,17 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(`${VERSION}\n`);
     return 0;
   }
-  const [command, ...flags] = argv;
+  const [command, ...rest] = argv;
+  if (command === 'backup' || command === 'restore') {
+    const [file, ...flags] = rest;
+    if (!file || file.startsWith('--')) {
+      process.stderr.write(`edge-gateway: usage: edge-gateway ${command} FILE [--data-dir DIR]\n`);
+      return 2;
+    }
+    const loaded = config(flags);
+    if (!loaded) return 2;
+    return await runDataCommand(command, resolve(file), loaded.config.dataDir);
+  }
   if (command !== 'serve') {
     process.stderr.write(
       `edge-gateway: ${command === undefined ? 'missing command' : `unknown command ${command}`}; try 'edge-gateway serve' or --help\n`,
@@ -21,16 +34,8 @@ async function main(argv: readonly string[]): Promise<number> {
     return 2;
   }
 
-  let loaded: ReturnType<typeof loadConfig>;
-  try {
-    loaded = loadConfig({ argv: flags, env: process.env });
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`edge-gateway: ${err.message}\n`);
-      return 2;
-    }
-    throw err;
-  }
+  const loaded = config(rest);
+  if (!loaded) return 2;
 
   const gateway = createGateway(loaded.config, { secrets: loaded.secrets });
   const log = gateway.loggers.gateway;
@@ -59,6 +64,45 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   await stopped;
   return 0;
+}
+
+/** The configuration from flags and environment; undefined (reported) when invalid. */
+function config(flags: readonly string[]): ReturnType<typeof loadConfig> | undefined {
+  try {
+    return loadConfig({ argv: flags, env: process.env });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`edge-gateway: ${err.message}\n`);
+      return undefined;
+    }
+    throw err;
+  }
+}
+
+/**
+ * `backup FILE`: a consistent copy of the database while the gateway runs (or not).
+ * `restore FILE`: checks FILE and replaces the database of a stopped gateway.
+ */
+async function runDataCommand(
+  command: 'backup' | 'restore',
+  file: string,
+  dataDir: string,
+): Promise<number> {
+  try {
+    if (command === 'backup') {
+      const r = await backupDataDir(dataDir, file);
+      process.stdout.write(`backed up ${dataDir} to ${r.file} (${r.bytes} bytes)\n`);
+    } else {
+      const r = restoreDataDir(dataDir, file, MIGRATIONS.length);
+      process.stdout.write(
+        `restored ${file} (schema version ${r.schemaVersion}) into ${dataDir}${r.previous ? `; the replaced database is ${r.previous}` : ''}\n`,
+      );
+    }
+    return 0;
+  } catch (err) {
+    process.stderr.write(`edge-gateway: ${command} failed: ${(err as Error).message}\n`);
+    return 1;
+  }
 }
 
 main(process.argv.slice(2)).then(
