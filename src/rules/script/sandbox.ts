@@ -1,0 +1,199 @@
+/**
+ * The script sandbox of the rule engine (rule-engine reference §4): ThingsBoard's JavaScript
+ * contract run in QuickJS compiled to WebAssembly (`quickjs-emscripten-core` with the
+ * single-file release variant). A script sees only its arguments and the language's built-ins:
+ * no `require`, no process, no file system, no network, no timers. Each compiled script has its
+ * own QuickJS runtime, so that a memory limit and a time limit hold per node, and one runaway
+ * script cannot exhaust another's memory.
+ */
+import variant from '@jitl/quickjs-singlefile-mjs-release-sync';
+import {
+  newQuickJSWASMModuleFromVariant,
+  type QuickJSContext,
+  type QuickJSHandle,
+  type QuickJSRuntime,
+  type QuickJSWASMModule,
+} from 'quickjs-emscripten-core';
+
+/** ThingsBoard's script limits (reference §4): body 50 000 chars, args 100 000, result 300 000. */
+export const MAX_SCRIPT_CHARS = 50_000;
+export const MAX_ARGS_CHARS = 100_000;
+export const MAX_RESULT_CHARS = 300_000;
+
+export interface ScriptLimits {
+  /** Wall time of one call before it is interrupted (TB's TBEL default: 500 ms). */
+  readonly timeoutMs: number;
+  /** Heap of one script's runtime (TB's TBEL default: 8 MiB). */
+  readonly memoryBytes: number;
+}
+
+export const DEFAULT_SCRIPT_LIMITS: ScriptLimits = { timeoutMs: 500, memoryBytes: 8 * 1024 * 1024 };
+
+/** A script that does not compile; `line` is 1-based within the script body. */
+export class ScriptCompileError extends Error {
+  override name = 'ScriptCompileError';
+  constructor(
+    message: string,
+    readonly line: number | undefined,
+  ) {
+    super(line === undefined ? message : `line ${line}: ${message}`);
+  }
+}
+
+/** A call that threw, ran out of time or memory, or returned something too large. */
+export class ScriptRuntimeError extends Error {
+  override name = 'ScriptRuntimeError';
+}
+
+/** Loads the WebAssembly module once; every compiled script shares it (not its memory). */
+export class ScriptEngine {
+  private constructor(
+    private readonly module: QuickJSWASMModule,
+    readonly limits: ScriptLimits,
+  ) {}
+
+  static async load(limits: Partial<ScriptLimits> = {}): Promise<ScriptEngine> {
+    const module = await newQuickJSWASMModuleFromVariant(variant);
+    return new ScriptEngine(module, { ...DEFAULT_SCRIPT_LIMITS, ...limits });
+  }
+
+  /**
+   * Compiles a ThingsBoard script body (the text inside `function(<argNames>) { ... }`) once.
+   * Throws ScriptCompileError with the line it could not parse.
+   */
+  compile(body: string, argNames: readonly string[]): CompiledScript {
+    if (body.trim() === '') throw new ScriptCompileError('script is empty', undefined);
+    if (body.length > MAX_SCRIPT_CHARS)
+      throw new ScriptCompileError(
+        `script is ${body.length} characters, at most ${MAX_SCRIPT_CHARS}`,
+        undefined,
+      );
+    return new CompiledScript(this.module, body, argNames, this.limits);
+  }
+}
+
+/**
+ * The wrapper keeps the body's first line on line 1, so that QuickJS's line numbers are the
+ * body's. Arguments arrive as JSON text and the result leaves as JSON text: no object crosses
+ * the boundary, so the script cannot reach a host object.
+ */
+function wrap(body: string, argNames: readonly string[]): string {
+  const params = argNames.join(', ');
+  const parsed = argNames.map((_, i) => `JSON.parse(a[${i}])`).join(', ');
+  return `(function(){var __f=function(${params}){${body}
+};return function(){var a=arguments;var r=__f(${parsed});return r===undefined?undefined:JSON.stringify(r);};})()`;
+}
+
+export class CompiledScript {
+  #runtime!: QuickJSRuntime;
+  #context!: QuickJSContext;
+  #fn!: QuickJSHandle;
+  #deadline = 0;
+  #disposed = false;
+
+  constructor(
+    private readonly module: QuickJSWASMModule,
+    private readonly body: string,
+    private readonly argNames: readonly string[],
+    private readonly limits: ScriptLimits,
+  ) {
+    this.#build();
+  }
+
+  #build(): void {
+    const runtime = this.module.newRuntime();
+    runtime.setMemoryLimit(this.limits.memoryBytes);
+    runtime.setMaxStackSize(256 * 1024);
+    runtime.setInterruptHandler(() => this.#deadline !== 0 && Date.now() > this.#deadline);
+    const context = runtime.newContext();
+    this.#deadline = Date.now() + this.limits.timeoutMs;
+    const result = context.evalCode(wrap(this.body, this.argNames), 'script.js');
+    this.#deadline = 0;
+    if (result.error) {
+      const err = context.dump(result.error) as {
+        name?: string;
+        message?: string;
+        lineNumber?: number;
+      };
+      result.error.dispose();
+      context.dispose();
+      runtime.dispose();
+      throw new ScriptCompileError(
+        `${err?.name ?? 'Error'}: ${err?.message ?? String(err)}`,
+        typeof err?.lineNumber === 'number' ? err.lineNumber : undefined,
+      );
+    }
+    this.#runtime = runtime;
+    this.#context = context;
+    this.#fn = result.value;
+  }
+
+  /**
+   * Calls the script with arguments given as JSON texts and returns the result as JSON text
+   * (undefined when the script returned nothing). Throws ScriptRuntimeError on an exception,
+   * the time limit, the memory limit, or a result over the size limit.
+   */
+  invoke(jsonArgs: readonly string[]): string | undefined {
+    if (this.#disposed) throw new ScriptRuntimeError('script is disposed');
+    let size = 0;
+    for (const a of jsonArgs) size += a.length;
+    if (size > MAX_ARGS_CHARS)
+      throw new ScriptRuntimeError(
+        `script arguments are ${size} characters, at most ${MAX_ARGS_CHARS}`,
+      );
+    const ctx = this.#context;
+    const handles = jsonArgs.map((a) => ctx.newString(a));
+    this.#deadline = Date.now() + this.limits.timeoutMs;
+    let result: ReturnType<QuickJSContext['callFunction']>;
+    try {
+      result = ctx.callFunction(this.#fn, ctx.undefined, ...handles);
+    } finally {
+      this.#deadline = 0;
+      for (const h of handles) h.dispose();
+    }
+    if (result.error) {
+      const err = ctx.dump(result.error) as { name?: string; message?: string } | string;
+      result.error.dispose();
+      const message =
+        typeof err === 'object' && err !== null
+          ? `${err.name ?? 'Error'}: ${err.message ?? ''}`
+          : String(err);
+      if (/interrupted/.test(message)) {
+        throw new ScriptRuntimeError(`script stopped after ${this.limits.timeoutMs} ms`);
+      }
+      if (/out of memory/.test(message)) {
+        // @NOTE: a runtime that hit its memory limit may hold garbage the script left in globals;
+        // start it again from the compiled body.
+        this.#rebuild();
+        throw new ScriptRuntimeError(`script ran out of memory (${this.limits.memoryBytes} bytes)`);
+      }
+      throw new ScriptRuntimeError(message);
+    }
+    const type = ctx.typeof(result.value);
+    const text = type === 'string' ? ctx.getString(result.value) : undefined;
+    result.value.dispose();
+    if (text !== undefined && text.length > MAX_RESULT_CHARS) {
+      throw new ScriptRuntimeError(
+        `script result is ${text.length} characters, at most ${MAX_RESULT_CHARS}`,
+      );
+    }
+    return text;
+  }
+
+  #rebuild(): void {
+    this.#release();
+    this.#build();
+  }
+
+  #release(): void {
+    this.#fn.dispose();
+    this.#context.dispose();
+    this.#runtime.dispose();
+  }
+
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#release();
+  }
+}
