@@ -45,6 +45,12 @@ export interface Config {
   /** `GET /metrics` on a listener of its own at this port; 0 serves it on the HTTP port. */
   readonly metrics: { readonly port: number };
   readonly messages: { readonly queueSize: number };
+  readonly rules: {
+    readonly queueSize: number;
+    readonly maxInFlight: number;
+    readonly scriptTimeoutMs: number;
+    readonly scriptMemoryMb: number;
+  };
 }
 
 /** Secrets never live in the config file or the frozen Config that is logged. */
@@ -326,6 +332,42 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 1_000_000,
     default: 10_000,
     help: 'Committed messages waiting for processing (alarms, rules); past it the oldest are dropped and counted',
+  },
+  {
+    path: 'rules.queueSize',
+    env: 'EDGE_RULES_QUEUE_SIZE',
+    type: 'int',
+    min: 1,
+    max: 1_000_000,
+    default: 10_000,
+    help: 'Messages waiting per rule chain; past it the oldest are dropped and counted (GET /api/ruleChains/stats)',
+  },
+  {
+    path: 'rules.maxInFlight',
+    env: 'EDGE_RULES_MAX_IN_FLIGHT',
+    type: 'int',
+    min: 1,
+    max: 10_000,
+    default: 64,
+    help: 'Messages one rule chain processes at once (e.g. waiting on REST calls or SMTP)',
+  },
+  {
+    path: 'rules.scriptTimeoutMs',
+    env: 'EDGE_RULES_SCRIPT_TIMEOUT_MS',
+    type: 'int',
+    min: 10,
+    max: 60_000,
+    default: 500,
+    help: 'Time limit of one rule-node script call; a script still running is stopped (Failure)',
+  },
+  {
+    path: 'rules.scriptMemoryMb',
+    env: 'EDGE_RULES_SCRIPT_MEMORY_MB',
+    type: 'int',
+    min: 1,
+    max: 1024,
+    default: 8,
+    help: 'Memory limit of each rule-node script sandbox, in MiB',
   },
 ];
 

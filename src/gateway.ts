@@ -32,6 +32,7 @@ import { OtaService } from './ota/ota-service.js';
 import { ProvisionService } from './provisioning/provision-service.js';
 import { ClientRpcService } from './rpc/client-rpc.js';
 import { RpcService } from './rpc/rpc-service.js';
+import { createRules, type Rules } from './rules/rules.js';
 import { SystemdNotifier } from './systemd.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
 import { TenantService } from './tenant/tenant-service.js';
@@ -66,6 +67,7 @@ import {
 import { OTA_UPLOAD_ROUTE, otaRoutes } from './transports/http/ota-routes.js';
 import { ownershipRoutes } from './transports/http/ownership-routes.js';
 import { rpcRoutes } from './transports/http/rpc-routes.js';
+import { ruleChainRoutes } from './transports/http/rule-chain-routes.js';
 import { telemetryRoutes } from './transports/http/telemetry-routes.js';
 import { userRoutes } from './transports/http/user-routes.js';
 import { MqttServer } from './transports/mqtt/mqtt-server.js';
@@ -463,6 +465,7 @@ export interface Services {
   readonly groups: GroupService;
   /** The one way in for device messages and the queue to the processing entry point. */
   readonly messages: DeviceMessageService;
+  readonly rules: Rules;
 }
 
 /**
@@ -575,6 +578,22 @@ async function buildServices(
     customerName: (id) => (customers.exists(id) ? customers.get(id).title : undefined),
   });
   messages.start();
+  const rules = await createRules({
+    db,
+    tenants,
+    telemetry,
+    attributes,
+    rpc,
+    clientRpc,
+    log: loggers.rules,
+    queueSize: config.rules.queueSize,
+    maxInFlight: config.rules.maxInFlight,
+    scriptLimits: {
+      timeoutMs: config.rules.scriptTimeoutMs,
+      memoryBytes: config.rules.scriptMemoryMb * 1024 * 1024,
+    },
+  });
+  rules.start();
   return {
     tenants,
     audit,
@@ -594,11 +613,13 @@ async function buildServices(
     dashboards,
     groups,
     messages,
+    rules,
   };
 }
 
 /** Stops services that own timers or pending writes, newest first. */
 async function stopServices(s: Services): Promise<void> {
+  s.rules.stop();
   s.activity.stop();
   // Commits pending points while the db is open and other listeners still run.
   await s.telemetry.stop();
@@ -700,6 +721,10 @@ function apiRoutes(
     { path: '/api', app: userRoutes({ users: s.users, requireUser: user }) },
     { path: '/api', app: groupRoutes({ groups: s.groups, requireUser: user }) },
     { path: '/api', app: auditRoutes({ audit: s.audit, requireUser: user }) },
+    {
+      path: '/api',
+      app: ruleChainRoutes({ chains: s.rules.chains, engine: s.rules.engine, requireUser: user }),
+    },
     // `/api/noauth/*` and the password pages under `/login/`.
     { path: '/', app: noauthRoutes({ users: s.users, auth: s.auth }) },
   ];

@@ -18,6 +18,7 @@ export const SUBSYSTEMS = [
   'ota',
   'messages',
   'dashboards',
+  'rules',
   'http',
   'mqtt',
   'coap',

@@ -4,8 +4,9 @@
  *
  * A new endpoint joins by adding a row to `ROWS`: method, path template (`{id}` is the target),
  * body, the target set, and one status per caller and target, in the order of that set. Path and
- * body may also name the fixture's other entities (`{A}`, `{B}`, `{tenant}`, `{userA}`); an
- * endpoint that takes no entity id runs on the pseudo-target set `none`. Rows run concurrently
+ * body may also name the fixture's other entities (`{A}`, `{B}`, `{tenant}`, `{userA}`, the
+ * root rule chain `{rootChain}`); an endpoint that takes no entity id runs on the pseudo-target
+ * set `none`. Rows run concurrently
  * (two RPC rows wait for the 5 s minimum RPC timeout); every row must leave the fixture as it
  * found it, so a destructive call (delete, update, owner change) sets `fresh`: each cell then
  * runs on its own throwaway device, made by the tenant admin to stand in for the target.
@@ -289,6 +290,58 @@ export const ROWS: readonly Row[] = [
     on: 'none',
     expect: ANY(200, 404, 200),
   },
+  // Rule chains are the tenant administrator's (rule-engine reference §1.5).
+  { method: 'GET', path: `/api/ruleChains?${PAGE}`, on: 'none', expect: ANY(200, 403, 403) },
+  { method: 'GET', path: '/api/ruleChains/stats', on: 'none', expect: ANY(200, 403, 403) },
+  { method: 'GET', path: '/api/ruleChain/{rootChain}', on: 'none', expect: ANY(200, 403, 403) },
+  {
+    method: 'GET',
+    path: '/api/ruleChain/{rootChain}/metadata',
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
+  {
+    method: 'GET',
+    path: '/api/ruleChain/{rootChain}/export',
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
+  // Already the root: setting it again changes nothing.
+  {
+    method: 'POST',
+    path: '/api/ruleChain/{rootChain}/root',
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
+  // The root chain cannot be deleted (400), and the fixture keeps it.
+  {
+    method: 'DELETE',
+    path: '/api/ruleChain/{rootChain}',
+    on: 'none',
+    expect: ANY(400, 403, 403),
+  },
+  // A stale version: refused with 409 before anything changes.
+  {
+    method: 'POST',
+    path: '/api/ruleChain/metadata',
+    body: { ruleChainId: { id: '{rootChain}' }, version: 0, nodes: [], connections: [] },
+    on: 'none',
+    expect: ANY(409, 403, 403),
+  },
+  {
+    method: 'POST',
+    path: '/api/ruleChain',
+    body: { name: 'Access matrix chain' },
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
+  {
+    method: 'POST',
+    path: '/api/ruleChain/import',
+    body: { ruleChain: { name: 'Imported by the matrix' }, metadata: { nodes: [] } },
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
 ];
 
 describe('access matrix: every REST endpoint × caller × entity', {
@@ -298,7 +351,7 @@ describe('access matrix: every REST endpoint × caller × entity', {
   const tokens = {} as Record<Caller, string>;
   const ids = {} as Record<(typeof TARGETS)[TargetSet][number], string>;
   /** The fixture's other entities, by their placeholder in paths and bodies. */
-  const refs = {} as Record<'A' | 'B' | 'tenant' | 'userA', string>;
+  const refs = {} as Record<'A' | 'B' | 'tenant' | 'userA' | 'rootChain', string>;
   /** Makes a device that stands in for a device target (tenant-owned, owned by A, or shared). */
   let throwaway: (target: string) => Promise<string>;
 
@@ -354,6 +407,11 @@ describe('access matrix: every REST endpoint × caller × entity', {
 
     const me = await t.api('/api/auth/user', { token: admin });
     refs.tenant = ((await me.json()) as { tenantId: { id: string } }).tenantId.id;
+    const chains = await t.api(`/api/ruleChains?${PAGE}`, { token: admin });
+    const { data } = (await chains.json()) as {
+      data: Array<{ id: { id: string }; root: boolean }>;
+    };
+    refs.rootChain = data.find((c) => c.root)?.id.id ?? '';
     // @NOTE: shared throwaways join the fixture's shared groups; rows only assert statuses, so the
     // extra members change no other row's result.
     throwaway = async (target) => {
@@ -383,8 +441,9 @@ describe('access matrix: every REST endpoint × caller × entity', {
             targets.map(async (target) => {
               const id = row.fresh ? await throwaway(target) : ids[target];
               const fill = (text: string) =>
-                text.replace(/\{(id|A|B|tenant|userA)\}/g, (_, name: keyof typeof refs | 'id') =>
-                  name === 'id' ? id : refs[name],
+                text.replace(
+                  /\{(id|A|B|tenant|userA|rootChain)\}/g,
+                  (_, name: keyof typeof refs | 'id') => (name === 'id' ? id : refs[name]),
                 );
               const res = await t.api(fill(row.path), {
                 method: row.method,

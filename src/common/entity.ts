@@ -11,7 +11,9 @@ export type EntityType =
   | 'DASHBOARD'
   | 'OTA_PACKAGE'
   | 'AUDIT_LOG'
-  | 'ENTITY_GROUP';
+  | 'ENTITY_GROUP'
+  | 'RULE_CHAIN'
+  | 'RULE_NODE';
 
 export interface EntityId<T extends EntityType = EntityType> {
   readonly entityType: T;

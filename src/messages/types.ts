@@ -88,6 +88,12 @@ export interface GatewayMsg {
   readonly data: unknown;
   /** Server time the message was made (ms since the epoch). */
   readonly ts: number;
+  /**
+   * True when `data` is already stored: a device uplink the pipeline committed before it
+   * acknowledged the device. The rule engine's save nodes pass such a message on without writing
+   * it again; a node that changes the data, type or timestamp drops the flag (docs/rules.md).
+   */
+  readonly committed?: boolean;
 }
 
 /**

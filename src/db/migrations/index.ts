@@ -7,6 +7,7 @@ import { m005CustomersUsers } from './005-customers-users.js';
 import { m006Dashboards } from './006-dashboards.js';
 import { m007EntityGroups } from './007-entity-groups.js';
 import { m008TelemetryStage } from './008-telemetry-stage.js';
+import { m009RuleChains } from './009-rule-chains.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -18,4 +19,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m006Dashboards,
   m007EntityGroups,
   m008TelemetryStage,
+  m009RuleChains,
 ];

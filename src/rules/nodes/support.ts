@@ -1,0 +1,167 @@
+/** Shared by the node files: reading configuration fields and running node scripts. */
+import type { GatewayMsg } from '../../messages/types.js';
+import {
+  type CompiledScript,
+  ScriptCompileError,
+  type ScriptEngine,
+  ScriptRuntimeError,
+} from '../script/sandbox.js';
+import type { NodeInit, NodeResult, NodeSpec } from '../types.js';
+
+export const PREFIX = 'org.thingsboard.rule.engine.';
+
+type Config = Readonly<Record<string, unknown>>;
+
+export function str(config: Config, key: string, fallback = ''): string {
+  const v = config[key];
+  return typeof v === 'string' ? v : fallback;
+}
+
+export function num(config: Config, key: string, fallback: number): number {
+  const v = config[key];
+  if (typeof v === 'number' && Number.isFinite(v)) return v;
+  if (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v))) return Number(v);
+  return fallback;
+}
+
+export function bool(config: Config, key: string, fallback = false): boolean {
+  const v = config[key];
+  if (typeof v === 'boolean') return v;
+  if (v === 'true') return true;
+  if (v === 'false') return false;
+  return fallback;
+}
+
+export function strings(config: Config, key: string): string[] {
+  const v = config[key];
+  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+}
+
+export function record(config: Config, key: string): Record<string, string> {
+  const v = config[key];
+  const out: Record<string, string> = {};
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return out;
+  for (const [k, x] of Object.entries(v)) if (typeof x === 'string') out[k] = x;
+  return out;
+}
+
+/** Problems for required fields that must be one of the given values. */
+export function oneOf(config: Config, key: string, allowed: readonly string[]): string[] {
+  const v = config[key];
+  return typeof v === 'string' && allowed.includes(v)
+    ? []
+    : [`${key} must be one of ${allowed.join(', ')}`];
+}
+
+/** Which script field a node runs: `scriptLang` missing or null means JS (reference §4). */
+export function scriptField(config: Config, jsField: string, tbelField: string): string {
+  return config.scriptLang === 'TBEL' ? tbelField : jsField;
+}
+
+export const MSG_ARGS = ['msg', 'metadata', 'msgType'] as const;
+
+/** Save-time check of a node script: compiles it once and names the line that does not parse. */
+export function checkScript(
+  config: Config,
+  scripts: ScriptEngine,
+  jsField: string,
+  tbelField: string,
+  argNames: readonly string[] = MSG_ARGS,
+): string[] {
+  const field = scriptField(config, jsField, tbelField);
+  const body = str(config, field);
+  try {
+    scripts.compile(body, argNames).dispose();
+    return [];
+  } catch (err) {
+    if (err instanceof ScriptCompileError) {
+      const lang =
+        config.scriptLang === 'TBEL'
+          ? 'TBEL (only TBEL that is also JavaScript runs here)'
+          : 'JavaScript';
+      return [`${field}: ${lang} does not compile: ${err.message}`];
+    }
+    throw err;
+  }
+}
+
+/** A node's compiled script, called with a message's `msg`, `metadata` and `msgType`. */
+export class NodeScript {
+  readonly #script: CompiledScript;
+
+  constructor(
+    scripts: ScriptEngine,
+    config: Config,
+    jsField: string,
+    tbelField: string,
+    argNames: readonly string[] = MSG_ARGS,
+  ) {
+    this.#script = scripts.compile(str(config, scriptField(config, jsField, tbelField)), argNames);
+  }
+
+  /** The script's result as JSON text (undefined: it returned nothing). */
+  runText(msg: GatewayMsg): { text: string | undefined; dataText: string } {
+    const dataText = JSON.stringify(msg.data ?? {});
+    const text = this.#script.invoke([
+      dataText,
+      JSON.stringify(msg.metadata),
+      JSON.stringify(msg.type),
+    ]);
+    return { text, dataText };
+  }
+
+  run(msg: GatewayMsg): unknown {
+    const { text } = this.runText(msg);
+    return text === undefined ? undefined : JSON.parse(text);
+  }
+
+  /** Runs with arbitrary JSON texts (generator: previous message parts). */
+  invoke(args: readonly string[]): unknown {
+    const text = this.#script.invoke(args);
+    return text === undefined ? undefined : JSON.parse(text);
+  }
+
+  dispose(): void {
+    this.#script.dispose();
+  }
+}
+
+export function wrongResult(what: string, got: unknown): ScriptRuntimeError {
+  return new ScriptRuntimeError(
+    `Wrong result type: ${what} expected, got ${JSON.stringify(got) ?? 'undefined'}`,
+  );
+}
+
+/** The device id of a DEVICE originator, or an error naming what the node needs. */
+export function deviceOf(msg: GatewayMsg, node: string): string {
+  if (msg.originator.entityType !== 'DEVICE')
+    throw new Error(`${node}: originator is ${msg.originator.entityType}, a DEVICE is required`);
+  return msg.originator.id;
+}
+
+/**
+ * A node that runs one script per message with `msg`, `metadata`, `msgType` (filter, switch,
+ * transform, log): TBEL by default as ThingsBoard's new nodes; `onResult` turns the script's
+ * parsed result into outputs (`dataText` is the data as the script received it).
+ */
+export function scriptNodeSpec(
+  type: string,
+  defaultScript: string,
+  onResult: (result: unknown, msg: GatewayMsg, init: NodeInit, dataText: string) => NodeResult,
+): NodeSpec {
+  return {
+    type: `${PREFIX}${type}`,
+    defaults: { scriptLang: 'TBEL', jsScript: defaultScript, tbelScript: defaultScript },
+    check: (c, scripts) => checkScript(c, scripts, 'jsScript', 'tbelScript'),
+    create: (init) => {
+      const script = new NodeScript(init.services.scripts, init.config, 'jsScript', 'tbelScript');
+      return {
+        onMsg: (msg) => {
+          const { text, dataText } = script.runText(msg);
+          return onResult(text === undefined ? undefined : JSON.parse(text), msg, init, dataText);
+        },
+        destroy: () => script.dispose(),
+      };
+    },
+  };
+}

@@ -1,0 +1,390 @@
+/**
+ * The rule engine: the gateway's one processing entry point once it is wired (MessageProcessor).
+ * Every message goes to the root chain, or to its device profile's default chain; nodes route by
+ * relation labels (rule-engine reference §2). A node that throws sends the message to `Failure`;
+ * nothing a node does escapes the engine. Each chain has a bounded queue: past the bound the
+ * oldest waiting message is dropped, counted and logged (STYLE §12).
+ */
+import type { Logger } from 'pino';
+import type { GatewayMsg, MessageProcessor } from '../messages/types.js';
+import { derive } from './msg.js';
+import { failureMetadata } from './nodes/external.js';
+import { NODE_SPECS } from './nodes/index.js';
+import type { ChainDefinition, RuleChainService } from './rule-chain-service.js';
+import {
+  FAILURE,
+  type NodeOutput,
+  type NodeResult,
+  type RuleNode,
+  type RuleServices,
+} from './types.js';
+
+export interface RuleEngineOptions {
+  /** Messages waiting per chain before the oldest are dropped (default 10 000). */
+  readonly queueSize?: number;
+  /** Messages of one chain being processed at once, e.g. waiting on a REST call (default 64). */
+  readonly maxInFlight?: number;
+}
+
+export interface RuleEngineDeps extends RuleEngineOptions {
+  readonly chains: RuleChainService;
+  /** What nodes use of the gateway, except `enqueue`, which the engine provides. */
+  readonly services: Omit<RuleServices, 'enqueue'>;
+  readonly log: Logger;
+  /** The device profile's `defaultRuleChainId` of a device, when it has one. */
+  readonly profileChainOf?: (deviceId: string) => string | null | undefined;
+}
+
+/** Counters of one chain, as `GET /api/ruleChains/stats` shows them. */
+export interface ChainStats {
+  readonly id: string;
+  readonly name: string;
+  readonly queued: number;
+  readonly inFlight: number;
+  readonly processed: number;
+  /** Messages that ended on an unconnected `Failure` (node error, script error, ...). */
+  readonly failed: number;
+  /** Messages dropped because the chain's queue was full. */
+  readonly dropped: number;
+}
+
+/** Longest path of one message through nodes (cycles are refused on save; this is a backstop). */
+const MAX_HOPS = 64;
+const DROP_LOG_INTERVAL_MS = 10_000;
+
+/** A node of a loaded chain, or why it could not be built (every message to it then fails). */
+type Slot = { node: RuleNode; name: string } | { error: string; name: string };
+
+/** One unit of queued work: run a node, or route a node's output by labels. */
+interface Item {
+  readonly msg: GatewayMsg;
+  readonly node: number;
+  readonly labels?: readonly string[];
+}
+
+class LoadedChain {
+  readonly queue: Item[] = [];
+  head = 0;
+  inFlight = 0;
+  processed = 0;
+  failed = 0;
+  dropped = 0;
+  droppedSinceLog = 0;
+  lastDropLog = 0;
+  scheduled = false;
+  closed = false;
+
+  constructor(
+    readonly def: ChainDefinition,
+    readonly slots: Slot[],
+    readonly routes: ReadonlyArray<ReadonlyMap<string, readonly number[]>>,
+  ) {}
+
+  get size(): number {
+    return this.queue.length - this.head;
+  }
+
+  take(): Item | undefined {
+    if (this.head >= this.queue.length) return undefined;
+    const item = this.queue[this.head];
+    this.queue[this.head] = undefined as unknown as Item;
+    this.head++;
+    if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue.splice(0, this.head);
+      this.head = 0;
+    }
+    return item;
+  }
+}
+
+export class RuleEngine implements MessageProcessor {
+  readonly #chains = new Map<string, LoadedChain>();
+  readonly #queueSize: number;
+  readonly #maxInFlight: number;
+  readonly #services: RuleServices;
+  #rootId: string | undefined;
+  #started = false;
+  #unrouted = 0;
+
+  constructor(private readonly deps: RuleEngineDeps) {
+    this.#queueSize = deps.queueSize ?? 10_000;
+    this.#maxInFlight = deps.maxInFlight ?? 64;
+    this.#services = {
+      ...deps.services,
+      enqueue: (msg, chainId) => this.#enqueueTo(chainId ?? this.#rootId, { msg, node: -1 }),
+    };
+  }
+
+  /** Loads every chain (builds nodes, starts generators). */
+  start(): void {
+    this.#started = true;
+    for (const def of this.deps.chains.definitions()) this.#load(def);
+  }
+
+  /** Destroys every node; queued messages are dropped (their data is already committed). */
+  stop(): void {
+    this.#started = false;
+    for (const chain of this.#chains.values()) this.#unload(chain);
+    this.#chains.clear();
+    this.#rootId = undefined;
+  }
+
+  /** Reloads one chain after it was saved, or unloads it after it was deleted. */
+  reload(chainId: string): void {
+    if (!this.#started) return;
+    const old = this.#chains.get(chainId);
+    if (old) this.#unload(old);
+    this.#chains.delete(chainId);
+    if (this.#rootId === chainId) this.#rootId = undefined;
+    const def = this.deps.chains.definition(chainId);
+    if (def) this.#load(def);
+  }
+
+  /** MessageProcessor: queues the message on its chain and returns at once; never throws. */
+  process(msg: GatewayMsg): void {
+    try {
+      let chainId = this.#rootId;
+      if (msg.originator.entityType === 'DEVICE' && this.deps.profileChainOf) {
+        const own = this.deps.profileChainOf(msg.originator.id);
+        if (own && this.#chains.has(own)) chainId = own;
+      }
+      this.#enqueueTo(chainId, { msg, node: -1 });
+    } catch (err) {
+      this.deps.log.error({ err, msgId: msg.id }, 'rule engine could not take a message');
+    }
+  }
+
+  stats(): { chains: ChainStats[]; unrouted: number } {
+    return {
+      unrouted: this.#unrouted,
+      chains: [...this.#chains.values()].map((c) => ({
+        id: c.def.id,
+        name: c.def.name,
+        queued: c.size,
+        inFlight: c.inFlight,
+        processed: c.processed,
+        failed: c.failed,
+        dropped: c.dropped,
+      })),
+    };
+  }
+
+  /** Resolves when every queue is empty and nothing is in flight (tests, benchmarks). */
+  async idle(timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const busy = [...this.#chains.values()].some((c) => c.size > 0 || c.inFlight > 0);
+      if (!busy) return;
+      if (Date.now() > deadline) throw new Error('rule engine did not become idle');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
+  #load(def: ChainDefinition): void {
+    if (def.type !== 'CORE') return;
+    const routes = def.nodes.map(() => new Map<string, number[]>());
+    for (const c of def.connections) {
+      const from = routes[c.fromIndex];
+      if (!from) continue;
+      const list = from.get(c.type) ?? [];
+      list.push(c.toIndex);
+      from.set(c.type, list);
+    }
+    const slots: Slot[] = [];
+    const chain = new LoadedChain(def, slots, routes);
+    def.nodes.forEach((n, index) => {
+      const spec = NODE_SPECS.get(n.type);
+      try {
+        if (!spec) throw new Error(`unsupported node type ${n.type}`);
+        const node = spec.create({
+          id: n.id,
+          name: n.name,
+          chainId: def.id,
+          index,
+          config: { ...spec.defaults, ...n.configuration },
+          services: this.#services,
+          emit: (result) => this.#emit(chain, index, result),
+        });
+        slots.push({ node, name: n.name });
+      } catch (err) {
+        const error = err instanceof Error ? err.message : String(err);
+        this.deps.log.error({ err, chainId: def.id, node: n.name }, 'rule node failed to start');
+        slots.push({ error, name: n.name });
+      }
+    });
+    this.#chains.set(def.id, chain);
+    if (def.root) this.#rootId = def.id;
+    this.deps.log.info(
+      { chainId: def.id, name: def.name, nodes: slots.length, root: def.root },
+      'rule chain loaded',
+    );
+  }
+
+  #unload(chain: LoadedChain): void {
+    chain.closed = true;
+    for (const slot of chain.slots) {
+      if (!('node' in slot)) continue;
+      try {
+        slot.node.destroy?.();
+      } catch (err) {
+        this.deps.log.error(
+          { err, chainId: chain.def.id, node: slot.name },
+          'rule node destroy failed',
+        );
+      }
+    }
+  }
+
+  /** Output of a node after `onMsg` returned (delay, generator, RPC reply): routed from it. */
+  #emit(chain: LoadedChain, index: number, result: NodeResult): void {
+    if (chain.closed || !result) return;
+    const outputs = Array.isArray(result)
+      ? (result as readonly NodeOutput[])
+      : [result as NodeOutput];
+    for (const out of outputs) {
+      const labels = typeof out.labels === 'string' ? [out.labels] : out.labels;
+      this.#push(chain, { msg: out.msg, node: index, labels });
+    }
+  }
+
+  #enqueueTo(chainId: string | undefined, item: Item): void {
+    const chain = chainId === undefined ? undefined : this.#chains.get(chainId);
+    if (!chain || chain.def.firstNodeIndex === null) {
+      this.#unrouted++;
+      return;
+    }
+    this.#push(chain, item.node === -1 ? { ...item, node: chain.def.firstNodeIndex } : item);
+  }
+
+  #push(chain: LoadedChain, item: Item): void {
+    if (chain.size >= this.#queueSize) {
+      chain.take();
+      chain.dropped++;
+      chain.droppedSinceLog++;
+      const now = Date.now();
+      if (now - chain.lastDropLog >= DROP_LOG_INTERVAL_MS) {
+        this.deps.log.warn(
+          {
+            chainId: chain.def.id,
+            dropped: chain.droppedSinceLog,
+            total: chain.dropped,
+            queueSize: this.#queueSize,
+          },
+          'rule chain queue full: oldest messages dropped',
+        );
+        chain.lastDropLog = now;
+        chain.droppedSinceLog = 0;
+      }
+    }
+    chain.queue.push(item);
+    this.#schedule(chain);
+  }
+
+  /** Drains on a later turn, never inside `process` (which runs on the acknowledgement path). */
+  #schedule(chain: LoadedChain): void {
+    if (chain.scheduled) return;
+    chain.scheduled = true;
+    setImmediate(() => {
+      chain.scheduled = false;
+      this.#pump(chain);
+    });
+  }
+
+  #pump(chain: LoadedChain): void {
+    while (!chain.closed && chain.inFlight < this.#maxInFlight) {
+      const item = chain.take();
+      if (!item) return;
+      chain.inFlight++;
+      this.#run(chain, item).then(
+        () => {
+          chain.inFlight--;
+          chain.processed++;
+          if (chain.size > 0) this.#schedule(chain);
+        },
+        (err: unknown) => {
+          // @NOTE: #run catches node errors itself; this is a bug in the engine, logged loudly.
+          chain.inFlight--;
+          this.deps.log.error({ err, chainId: chain.def.id }, 'rule engine error');
+        },
+      );
+    }
+  }
+
+  async #run(chain: LoadedChain, item: Item): Promise<void> {
+    const work: Array<{ node: number; msg: GatewayMsg; hops: number }> = [];
+    if (item.labels) this.#route(chain, item.node, item.labels, item.msg, 0, work);
+    else work.push({ node: item.node, msg: item.msg, hops: 0 });
+    for (let step = work.pop(); step; step = work.pop()) {
+      if (chain.closed) return;
+      const slot = chain.slots[step.node];
+      if (!slot) continue;
+      let result: NodeResult;
+      let error: string | undefined;
+      if ('error' in slot) {
+        error = `Rule Node is not active! Failed to initialize: ${slot.error}`;
+        result = { labels: FAILURE, msg: step.msg };
+      } else {
+        try {
+          const r = slot.node.onMsg(step.msg);
+          result = isPromise(r) ? await r : r;
+        } catch (err) {
+          error = err instanceof Error ? err.message : String(err);
+          const metadata = failureMetadata(err);
+          result = {
+            labels: FAILURE,
+            msg: metadata
+              ? derive(step.msg, { metadata: { ...step.msg.metadata, ...metadata } })
+              : step.msg,
+          };
+        }
+      }
+      if (!result) continue;
+      const outputs = Array.isArray(result)
+        ? (result as readonly NodeOutput[])
+        : [result as NodeOutput];
+      for (const out of outputs) {
+        const labels = typeof out.labels === 'string' ? [out.labels] : out.labels;
+        this.#route(chain, step.node, labels, out.msg, step.hops + 1, work, error);
+      }
+    }
+  }
+
+  #route(
+    chain: LoadedChain,
+    from: number,
+    labels: readonly string[],
+    msg: GatewayMsg,
+    hops: number,
+    work: Array<{ node: number; msg: GatewayMsg; hops: number }>,
+    error?: string,
+  ): void {
+    const routes = chain.routes[from];
+    for (const label of labels) {
+      const targets = routes?.get(label);
+      if (!targets) {
+        // An unconnected label ends the message; an unconnected Failure fails it (reference §2).
+        if (label === FAILURE)
+          this.#failed(chain, chain.slots[from]?.name ?? '?', msg, error ?? 'Failure');
+        continue;
+      }
+      if (hops >= MAX_HOPS) {
+        this.#failed(chain, chain.slots[from]?.name ?? '?', msg, `more than ${MAX_HOPS} hops`);
+        return;
+      }
+      for (const to of targets) work.push({ node: to, msg, hops });
+    }
+  }
+
+  /** A message that ended on an unconnected `Failure`: counted, logged at info. */
+  #failed(chain: LoadedChain, node: string, msg: GatewayMsg, error: string): void {
+    chain.failed++;
+    this.deps.log.info(
+      { chainId: chain.def.id, node, msgId: msg.id, msgType: msg.type, error },
+      'rule chain message failed',
+    );
+  }
+}
+
+function isPromise<T>(v: T | Promise<T>): v is Promise<T> {
+  return typeof (v as { then?: unknown } | undefined)?.then === 'function';
+}

@@ -1,0 +1,95 @@
+/**
+ * The rule engine's part of the composition root: the script sandbox, the chain store, the
+ * engine and the client-side RPC bridge, wired to the domain services nodes use.
+ */
+import type { Logger } from 'pino';
+import type { AttributeService } from '../attributes/attribute-service.js';
+import type { Db } from '../db/open.js';
+import type { ClientRpcService } from '../rpc/client-rpc.js';
+import type { RpcService } from '../rpc/rpc-service.js';
+import type { TelemetryService } from '../telemetry/telemetry-service.js';
+import type { TenantService } from '../tenant/tenant-service.js';
+import { ClientRpcBridge } from './client-rpc-bridge.js';
+import { Mailer } from './mailer.js';
+import { RuleChainService } from './rule-chain-service.js';
+import { RuleEngine, type RuleEngineOptions } from './rule-engine.js';
+import { ScriptEngine, type ScriptLimits } from './script/sandbox.js';
+import type { SmtpSettings } from './types.js';
+
+export interface RulesDeps extends RuleEngineOptions {
+  readonly db: Db;
+  readonly tenants: TenantService;
+  readonly telemetry: TelemetryService;
+  readonly attributes: AttributeService;
+  readonly rpc: RpcService;
+  readonly clientRpc: ClientRpcService;
+  readonly log: Logger;
+  readonly scriptLimits?: Partial<ScriptLimits>;
+  readonly systemSmtp?: () => SmtpSettings | undefined;
+}
+
+export interface Rules {
+  readonly scripts: ScriptEngine;
+  readonly chains: RuleChainService;
+  readonly engine: RuleEngine;
+  readonly clientRpc: ClientRpcBridge;
+  readonly mailer: Mailer;
+  start(): void;
+  stop(): void;
+}
+
+export async function createRules(deps: RulesDeps): Promise<Rules> {
+  const scripts = await ScriptEngine.load(deps.scriptLimits);
+  const mailer = new Mailer({ systemSmtp: deps.systemSmtp });
+  // The engine reloads a chain after each change; it is made below, before any change can come.
+  let engine: RuleEngine | undefined;
+  const chains = new RuleChainService({
+    db: deps.db,
+    tenants: deps.tenants,
+    scripts,
+    onChange: (id) => engine?.reload(id),
+  });
+  chains.init();
+  let bridge: ClientRpcBridge | undefined;
+  engine = new RuleEngine({
+    chains,
+    log: deps.log,
+    queueSize: deps.queueSize,
+    maxInFlight: deps.maxInFlight,
+    services: {
+      log: deps.log,
+      scripts,
+      saveTelemetry: (deviceId, payload) => deps.telemetry.save(deviceId, payload),
+      saveAttributes: (deviceId, scope, values) => deps.attributes.save(deviceId, scope, values),
+      attributes: (deviceId, scope, keys) => deps.attributes.get(deviceId, scope, keys),
+      queryTelemetry: (deviceId, q) => deps.telemetry.query(deviceId, q),
+      replyToDevice: (sessionId, requestId, json) =>
+        bridge?.reply(sessionId, requestId, json) ?? false,
+      callDevice: (deviceId, body, oneway) => deps.rpc.call(deviceId, body, oneway),
+      sendEmail: (mail, smtp) => mailer.send(mail, smtp),
+    },
+  });
+  const ruleEngine = engine;
+  bridge = new ClientRpcBridge({
+    processor: ruleEngine,
+    timeoutMs: deps.clientRpc.defaultTimeoutMs,
+  });
+  const clientRpc = bridge;
+  return {
+    scripts,
+    chains,
+    engine: ruleEngine,
+    clientRpc,
+    mailer,
+    start() {
+      ruleEngine.start();
+      // Client-side RPC now goes to the root chain (its rpc call reply node answers).
+      deps.clientRpc.setRouter(clientRpc.router);
+    },
+    stop() {
+      clientRpc.stop();
+      ruleEngine.stop();
+      mailer.close();
+    },
+  };
+}

@@ -1,0 +1,116 @@
+/**
+ * Rule engine types: a node, what it sends on, and what the engine gives it (rule-engine
+ * reference §2, §3; STYLE §12).
+ */
+import type { Logger } from 'pino';
+import type { AttributeScope, TypedAttributeKv } from '../attributes/types.js';
+import type { GatewayMsg } from '../messages/types.js';
+import type { RpcCallResult } from '../rpc/types.js';
+import type { TimeseriesQuery } from '../telemetry/telemetry-query.js';
+import type { TimeseriesResult } from '../telemetry/telemetry-service.js';
+import type { ScriptEngine } from './script/sandbox.js';
+
+/** Relation labels every node may use (ThingsBoard's `TbNodeConnectionType`). */
+export const SUCCESS = 'Success';
+export const FAILURE = 'Failure';
+export const TRUE = 'True';
+export const FALSE = 'False';
+
+/** One message sent on one or more relation labels. */
+export interface NodeOutput {
+  readonly labels: string | readonly string[];
+  readonly msg: GatewayMsg;
+}
+
+/** What `onMsg` gives back: outputs to route, or nothing (the message ends here). */
+export type NodeResult = NodeOutput | readonly NodeOutput[] | undefined;
+
+/**
+ * A rule node (TB `TbNode`): built once per chain load from its configuration, then `onMsg` per
+ * message. A throw (or a rejected promise) sends the message to `Failure`; the engine does
+ * that, not the node.
+ */
+export interface RuleNode {
+  onMsg(msg: GatewayMsg): NodeResult | Promise<NodeResult>;
+  /** Releases timers and sandboxes; called when the chain is reloaded or the gateway stops. */
+  destroy?(): void;
+}
+
+/** Email as the `to email` node builds it and the `send email` node sends it. */
+export interface EmailMessage {
+  readonly from?: string;
+  readonly to: string;
+  readonly cc?: string;
+  readonly bcc?: string;
+  readonly subject: string;
+  readonly body: string;
+  readonly html?: boolean;
+}
+
+/** SMTP settings of a node that does not use the system's. */
+export interface SmtpSettings {
+  readonly host: string;
+  readonly port: number;
+  /** Implicit TLS (smtps, usually port 465). */
+  readonly secure: boolean;
+  /** STARTTLS required (`enableTls`). */
+  readonly requireTls: boolean;
+  readonly username?: string;
+  readonly password?: string;
+  readonly timeoutMs: number;
+}
+
+/**
+ * What nodes may use of the gateway. The rule engine's composition passes these in from the
+ * domain services; nodes never import services themselves.
+ */
+export interface RuleServices {
+  readonly log: Logger;
+  readonly scripts: ScriptEngine;
+  /** Stores telemetry in ThingsBoard's payload shapes (`{k:v}`, `{ts,values}`, arrays). */
+  saveTelemetry(deviceId: string, payload: unknown): Promise<number>;
+  saveAttributes(
+    deviceId: string,
+    scope: AttributeScope,
+    values: Record<string, unknown>,
+  ): Promise<void>;
+  attributes(deviceId: string, scope: AttributeScope, keys: readonly string[]): TypedAttributeKv[];
+  /** Telemetry as the REST API reads it (latest values or history, strict data types). */
+  queryTelemetry(deviceId: string, q: TimeseriesQuery): TimeseriesResult;
+  /** Answers a device's client-side RPC on the session that asked; false when it has gone. */
+  replyToDevice(sessionId: string, requestId: string, json: string): boolean;
+  /** Server-side RPC to a device (REST semantics: two-way waits for the reply). */
+  callDevice(deviceId: string, body: unknown, oneway: boolean): Promise<RpcCallResult>;
+  /** Sends an email with the system SMTP settings, or with `smtp` when given. */
+  sendEmail(mail: EmailMessage, smtp?: SmtpSettings): Promise<void>;
+  /** Posts a message into a chain (generator and delay nodes): the root when `chainId` is absent. */
+  enqueue(
+    msg: GatewayMsg,
+    chainId?: string,
+    fromNode?: { chainId: string; nodeIndex: number },
+  ): void;
+}
+
+/** Everything a node factory gets. */
+export interface NodeInit {
+  readonly id: string;
+  readonly name: string;
+  readonly chainId: string;
+  readonly index: number;
+  /** Configuration with the node's defaults filled in. */
+  readonly config: Readonly<Record<string, unknown>>;
+  readonly services: RuleServices;
+  /** Sends messages on from this node later (delay, generator, async replies). */
+  readonly emit: (result: NodeResult) => void;
+}
+
+/** A supported node class: its defaults, its save-time check and its factory. */
+export interface NodeSpec {
+  /** ThingsBoard's class name, e.g. `org.thingsboard.rule.engine.filter.TbMsgTypeSwitchNode`. */
+  readonly type: string;
+  /** ThingsBoard's `defaultConfiguration()` (reference §3). */
+  readonly defaults: Readonly<Record<string, unknown>>;
+  /** Problems of a configuration (with defaults filled in), checked on save; none = valid. */
+  check?(config: Readonly<Record<string, unknown>>, scripts: ScriptEngine): string[];
+  create(init: NodeInit): RuleNode;
+}
