@@ -32,6 +32,7 @@ import { OtaService } from './ota/ota-service.js';
 import { ProvisionService } from './provisioning/provision-service.js';
 import { ClientRpcService } from './rpc/client-rpc.js';
 import { RpcService } from './rpc/rpc-service.js';
+import type { ChainStats } from './rules/rule-engine.js';
 import { createRules, type Rules } from './rules/rules.js';
 import { SystemdNotifier } from './systemd.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
@@ -209,6 +210,7 @@ export class Gateway implements AsyncDisposable {
       s.messages.setProcessor(
         typeof custom === 'function' ? custom(s, standard) : (custom ?? standard),
       );
+      registerRuleMetrics(this.metrics, s.rules);
       const host = config.bind;
       const ops = {
         metrics: this.metrics,
@@ -615,6 +617,32 @@ async function buildServices(
     messages,
     rules,
   };
+}
+
+/** The rule engine's per-chain counters, read when Prometheus scrapes. */
+function registerRuleMetrics(metrics: Metrics, rules: Rules): void {
+  const perChain = (pick: (c: ChainStats) => number) => () =>
+    rules.engine.stats().chains.map((c) => [{ chain: c.name }, pick(c)] as const);
+  const labelNames = ['chain'];
+  metrics.gauge({
+    name: 'edge_rule_chain_queued',
+    help: 'Messages waiting in a rule chain queue',
+    labelNames,
+    collect: perChain((c) => c.queued),
+  });
+  for (const [key, help] of [
+    ['processed', 'Messages a rule chain has processed'],
+    ['failed', 'Messages that ended on an unconnected Failure relation'],
+    ['dropped', 'Messages dropped because the rule chain queue was full'],
+  ] as const) {
+    metrics.gauge({
+      name: `edge_rule_chain_${key}_total`,
+      help,
+      type: 'counter',
+      labelNames,
+      collect: perChain((c) => c[key]),
+    });
+  }
 }
 
 /** Stops services that own timers or pending writes, newest first. */

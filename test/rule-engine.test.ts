@@ -410,6 +410,8 @@ describe('rule engine', () => {
       }
       await waitFor(async () => (await stats(chainId)).dropped === 15, 10_000, '15 drops');
       assert.ok(t.logs.some((l) => l.msg === 'rule chain queue full: oldest messages dropped'));
+      const metrics = await (await t.api('/metrics', { token: admin })).text();
+      assert.match(metrics, /edge_rule_chain_dropped_total\{chain="Slow"\} 15/);
       release();
       await waitFor(async () => (await stats(chainId)).processed === 5, 20_000, '5 processed');
       assert.equal(served, 5);

@@ -1,0 +1,147 @@
+/**
+ * Benchmark of issue 14's rule-engine targets, in one process (run side by side, so a loaded
+ * machine slows both the same way):
+ *
+ * 1. Script node call: the median and p99 of one script filter call (QuickJS sandbox, a
+ *    telemetry message of 3 keys in, a boolean out). Target: median ≤ 50 µs.
+ * 2. Engine throughput: committed telemetry messages handed to the entry point and run through
+ *    (a) the default root chain and (b) the default root chain with an extra script filter and
+ *    script transform in front, each until every queue is empty. Messages/s of each.
+ *
+ * Usage: npm run bench:rules [-- --messages 20000 --calls 20000]
+ *
+ * @NOTE: the MQTT-ingest comparison of the issue (≥ 5,000 msg/s with the chain, ≤ 25 % below no
+ * chain) needs device uplinks to reach the engine, which the message pipeline of issue 13 does;
+ * until it is on main this measures the engine alone.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { configWith } from '../../src/config.js';
+import { createGateway } from '../../src/gateway.js';
+import type { GatewayMsg } from '../../src/messages/types.js';
+import { defaultRootChain } from '../../src/rules/default-root-chain.js';
+import { loadAverage } from './support.js';
+
+const { values } = parseArgs({
+  options: {
+    messages: { type: 'string', default: '20000' },
+    calls: { type: 'string', default: '20000' },
+  },
+});
+const MESSAGES = Number(values.messages);
+const CALLS = Number(values.calls);
+const P = 'org.thingsboard.rule.engine.';
+
+const dataDir = await mkdtemp(join(tmpdir(), 'edge-gw-bench-rules-'));
+const gw = createGateway(
+  configWith({
+    dataDir,
+    bind: '127.0.0.1',
+    logLevel: 'warn',
+    http: { port: 0 },
+    mqtt: { port: 0 },
+    coap: { port: 0 },
+    rules: { queueSize: MESSAGES + 1 },
+  }),
+  { secrets: { adminEmail: 'bench@local', adminPassword: 'bench-password-1' }, env: {} },
+);
+await gw.start();
+try {
+  const { rules, devices } = gw.services;
+  const device = devices.save({ name: 'bench-device' });
+  const msg = (i: number): GatewayMsg => ({
+    id: randomUUID(),
+    type: 'POST_TELEMETRY_REQUEST',
+    originator: { entityType: 'DEVICE', id: device.id.id },
+    metadata: { deviceName: 'bench-device', deviceType: 'default', ts: String(Date.now()) },
+    data: { temperature: 20 + (i % 10), humidity: 40 + (i % 7), status: 'ok' },
+    ts: Date.now(),
+    committed: true,
+  });
+
+  // 1. One script call.
+  const script = rules.scripts.compile('return msg.temperature > 20;', [
+    'msg',
+    'metadata',
+    'msgType',
+  ]);
+  const args = [
+    JSON.stringify(msg(0).data),
+    JSON.stringify(msg(0).metadata),
+    '"POST_TELEMETRY_REQUEST"',
+  ];
+  for (let i = 0; i < 2000; i++) script.invoke(args);
+  const times = new Float64Array(CALLS);
+  for (let i = 0; i < CALLS; i++) {
+    const t0 = process.hrtime.bigint();
+    script.invoke(args);
+    times[i] = Number(process.hrtime.bigint() - t0) / 1000;
+  }
+  script.dispose();
+  times.sort();
+  const at = (q: number) => times[Math.min(CALLS - 1, Math.floor(q * CALLS))]?.toFixed(1);
+  console.log(`script filter call: median ${at(0.5)} µs, p99 ${at(0.99)} µs (${CALLS} calls)`);
+
+  // 2. Engine throughput, default chain vs default chain + script filter + script transform.
+  const withScripts = structuredClone(defaultRootChain) as {
+    ruleChain: Record<string, unknown>;
+    metadata: {
+      firstNodeIndex: number;
+      nodes: Array<Record<string, unknown>>;
+      connections: Array<{ fromIndex: number; toIndex: number; type: string }>;
+    };
+  };
+  withScripts.ruleChain.name = 'Root + scripts';
+  const n = withScripts.metadata.nodes.length;
+  withScripts.metadata.nodes.push(
+    {
+      type: `${P}filter.TbJsFilterNode`,
+      name: 'Extra filter',
+      configuration: { scriptLang: 'JS', jsScript: 'return msg.temperature > -100;' },
+    },
+    {
+      type: `${P}transform.TbTransformMsgNode`,
+      name: 'Extra transform',
+      configuration: {
+        scriptLang: 'JS',
+        jsScript:
+          'metadata.checked = "yes";\nreturn {msg: msg, metadata: metadata, msgType: msgType};',
+      },
+    },
+  );
+  withScripts.metadata.connections.push(
+    { fromIndex: n, toIndex: n + 1, type: 'True' },
+    { fromIndex: n + 1, toIndex: withScripts.metadata.firstNodeIndex, type: 'Success' },
+  );
+  withScripts.metadata.firstNodeIndex = n;
+  const scriptedId = rules.chains.import(withScripts).id.id;
+  const defaultId = rules.chains.definitions().find((c) => c.root)?.id ?? '';
+
+  const run = async (chainId: string): Promise<number> => {
+    rules.chains.makeRoot(chainId);
+    const started = performance.now();
+    for (let i = 0; i < MESSAGES; i++) rules.engine.process(msg(i));
+    await rules.engine.idle(300_000);
+    return MESSAGES / ((performance.now() - started) / 1000);
+  };
+  const results: Record<string, number[]> = { default: [], scripts: [] };
+  for (let round = 0; round < 3; round++) {
+    results.default?.push(await run(defaultId));
+    results.scripts?.push(await run(scriptedId));
+  }
+  const fmt = (xs: number[] = []) => xs.map((x) => Math.round(x).toLocaleString('en')).join(', ');
+  console.log(
+    `default root chain:            ${fmt(results.default)} msg/s (${MESSAGES} msgs x 3 rounds)`,
+  );
+  console.log(`root + script filter/transform: ${fmt(results.scripts)} msg/s`);
+  const stats = rules.engine.stats();
+  console.log(
+    `failed ${stats.chains.reduce((a, c) => a + c.failed, 0)}, dropped ${stats.chains.reduce((a, c) => a + c.dropped, 0)}; load average ${loadAverage()}`,
+  );
+} finally {
+  await gw.stop();
+  await rm(dataDir, { recursive: true, force: true });
+}
