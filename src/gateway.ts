@@ -25,12 +25,11 @@ import { EventBus } from './events.js';
 import { GroupService } from './groups/group-service.js';
 import { createLoggers, type Loggers } from './logger.js';
 import { DeviceMessageService } from './messages/device-message-service.js';
-import { loggingProcessor } from './messages/message-pipeline.js';
 import type { MessageProcessor } from './messages/types.js';
 import { Metrics } from './metrics/metrics.js';
 import { OtaService } from './ota/ota-service.js';
 import { ProvisionService } from './provisioning/provision-service.js';
-import { ClientRpcService } from './rpc/client-rpc.js';
+import { type ClientRpcRouter, ClientRpcService } from './rpc/client-rpc.js';
 import { RpcService } from './rpc/rpc-service.js';
 import type { ChainStats } from './rules/rule-engine.js';
 import { createRules, type Rules } from './rules/rules.js';
@@ -210,6 +209,9 @@ export class Gateway implements AsyncDisposable {
       s.messages.setProcessor(
         typeof custom === 'function' ? custom(s, standard) : (custom ?? standard),
       );
+      // Client-side RPC is answered by the rule chains (rpc call reply node), not the built-in
+      // router, unless a test replaced the whole entry point.
+      if (typeof custom !== 'object') s.clientRpc.setRouter(RULE_CHAINS_ANSWER);
       registerRuleMetrics(this.metrics, s.rules);
       const host = config.bind;
       const ops = {
@@ -472,11 +474,15 @@ export interface Services {
 
 /**
  * The one processing entry point (issue 13): every committed message goes here, off the
- * acknowledgement path. The alarm engine, then the rule engine, plug in here.
+ * acknowledgement path: the rule engine (the root chain, or a profile's default chain), whose
+ * device-profile node runs the alarm engine.
  */
-function messageProcessor(_s: Services, loggers: Loggers): MessageProcessor {
-  return loggingProcessor(loggers.messages);
+function messageProcessor(s: Services, _loggers: Loggers): MessageProcessor {
+  return s.rules.engine;
 }
+
+/** A client-side RPC reaches the root chain as `TO_SERVER_RPC_REQUEST`; nothing else answers. */
+const RULE_CHAINS_ANSWER: ClientRpcRouter = () => {};
 
 async function buildServices(
   db: Db,

@@ -250,18 +250,76 @@ describe('rule engine', () => {
   });
 
   it('does not store committed device data twice, and stores what a chain made', async () => {
-    // The default chain: committed telemetry passes Save Timeseries without a second write.
-    const before = t.gw.services.telemetry.devicePoints(device.id);
-    t.gw.services.rules.engine.process(
-      msg('POST_TELEMETRY_REQUEST', { alreadyStored: 1 }, { committed: true }),
+    // Device telemetry over MQTT reaches the default root chain after it is committed: Save
+    // Timeseries passes it without a second write.
+    const client = await mqttConnect(t.gw.ports.mqtt, { username: device.token });
+    try {
+      const before = t.gw.services.telemetry.devicePoints(device.id);
+      await client.publishAsync('v1/devices/me/telemetry', '{"overMqtt":1}', { qos: 1 });
+      await t.gw.services.rules.engine.idle();
+      // A message that was not stored (as a transform or REST would make) is stored once.
+      t.gw.services.rules.engine.process(msg('POST_TELEMETRY_REQUEST', { injected: 5 }));
+      t.gw.services.rules.engine.process(
+        msg('POST_TELEMETRY_REQUEST', { alreadyStored: 1 }, { committed: true }),
+      );
+      await t.gw.services.rules.engine.idle();
+      t.gw.services.telemetry.flush();
+      await waitFor(() => t.gw.services.telemetry.devicePoints(device.id) >= before + 2);
+      await new Promise((r) => setTimeout(r, 200));
+      t.gw.services.telemetry.flush();
+      assert.equal(t.gw.services.telemetry.devicePoints(device.id), before + 2);
+      const keys = t.gw.services.telemetry.keys(device.id);
+      assert.ok(keys.includes('injected') && keys.includes('overMqtt'));
+      assert.ok(!keys.includes('alreadyStored'));
+    } finally {
+      await client.endAsync();
+    }
+  });
+
+  it('stores what a chain changed: device telemetry over MQTT renamed by a transform', async () => {
+    const chainId = await useChain(
+      chainFile(
+        'Rename and save',
+        [
+          ['filter.TbMsgTypeSwitchNode', 'Switch', { version: 0 }],
+          [
+            'transform.TbRenameKeysNode',
+            'To Celsius name',
+            { renameIn: 'DATA', renameKeysMapping: { t: 'temperatureC' } },
+          ],
+          ['telemetry.TbMsgTimeseriesNode', 'Save', {}],
+        ],
+        [
+          [0, 1, 'Post telemetry'],
+          [1, 2, 'Success'],
+        ],
+      ),
     );
-    t.gw.services.rules.engine.process(msg('POST_TELEMETRY_REQUEST', { injected: 5 }));
-    await t.gw.services.rules.engine.idle();
-    t.gw.services.telemetry.flush();
-    await waitFor(() => t.gw.services.telemetry.devicePoints(device.id) === before + 1);
-    const keys = t.gw.services.telemetry.keys(device.id);
-    assert.ok(keys.includes('injected'));
-    assert.ok(!keys.includes('alreadyStored'));
+    const client = await mqttConnect(t.gw.ports.mqtt, { username: device.token });
+    try {
+      await client.publishAsync(
+        'v1/devices/me/telemetry',
+        '{"ts":1700000000000,"values":{"t":21.5}}',
+        {
+          qos: 1,
+        },
+      );
+    } finally {
+      await client.endAsync();
+    }
+    const stored = await waitFor(async () => {
+      t.gw.services.telemetry.flush();
+      const res = await t.api(
+        `/api/plugins/telemetry/DEVICE/${device.id}/values/timeseries?keys=t,temperatureC&startTs=0&endTs=1800000000000`,
+        { token: admin },
+      );
+      const body = (await res.json()) as Record<string, Array<{ ts: number; value: unknown }>>;
+      return body.temperatureC ? body : undefined;
+    }, 10_000);
+    assert.deepEqual(stored.temperatureC, [{ ts: 1700000000000, value: '21.5' }]);
+    assert.deepEqual(stored.t, [{ ts: 1700000000000, value: '21.5' }]);
+    await api(`/api/ruleChain/${defaultRoot}/root`, undefined, 'POST');
+    await api(`/api/ruleChain/${chainId}`, undefined, 'DELETE');
   });
 
   it('stops a runaway script and sends the message to Failure; the node keeps working', async () => {

@@ -392,6 +392,11 @@ export class DeviceMessageService {
       metadata: { deviceName: info.name, deviceType: info.type, ...metadata },
       data,
       ts: this.#now(),
+      // Device uplinks are stored before they are acknowledged: the rule chains' save nodes must
+      // not store them a second time (docs/rules.md).
+      ...(type === 'POST_TELEMETRY_REQUEST' || type === 'POST_ATTRIBUTES_REQUEST'
+        ? { committed: true }
+        : {}),
     };
   }
 

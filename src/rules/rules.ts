@@ -1,6 +1,6 @@
 /**
  * The rule engine's part of the composition root: the script sandbox, the chain store, the
- * engine and the client-side RPC bridge, wired to the domain services nodes use.
+ * engine, wired to the domain services nodes use.
  */
 import type { Logger } from 'pino';
 import type { AttributeService } from '../attributes/attribute-service.js';
@@ -9,7 +9,6 @@ import type { ClientRpcService } from '../rpc/client-rpc.js';
 import type { RpcService } from '../rpc/rpc-service.js';
 import type { TelemetryService } from '../telemetry/telemetry-service.js';
 import type { TenantService } from '../tenant/tenant-service.js';
-import { ClientRpcBridge } from './client-rpc-bridge.js';
 import { Mailer } from './mailer.js';
 import { RuleChainService } from './rule-chain-service.js';
 import { RuleEngine, type RuleEngineOptions } from './rule-engine.js';
@@ -32,7 +31,6 @@ export interface Rules {
   readonly scripts: ScriptEngine;
   readonly chains: RuleChainService;
   readonly engine: RuleEngine;
-  readonly clientRpc: ClientRpcBridge;
   readonly mailer: Mailer;
   start(): void;
   stop(): void;
@@ -50,7 +48,6 @@ export async function createRules(deps: RulesDeps): Promise<Rules> {
     onChange: (id) => engine?.reload(id),
   });
   chains.init();
-  let bridge: ClientRpcBridge | undefined;
   engine = new RuleEngine({
     chains,
     log: deps.log,
@@ -63,31 +60,25 @@ export async function createRules(deps: RulesDeps): Promise<Rules> {
       saveAttributes: (deviceId, scope, values) => deps.attributes.save(deviceId, scope, values),
       attributes: (deviceId, scope, keys) => deps.attributes.get(deviceId, scope, keys),
       queryTelemetry: (deviceId, q) => deps.telemetry.query(deviceId, q),
-      replyToDevice: (sessionId, requestId, json) =>
-        bridge?.reply(sessionId, requestId, json) ?? false,
+      // The client-side RPC waiting on that transport session (ClientRpcService).
+      replyToDevice: (sessionId, requestId, json) => {
+        const id = Number(requestId);
+        return Number.isSafeInteger(id) && deps.clientRpc.reply(sessionId, id, json);
+      },
       callDevice: (deviceId, body, oneway) => deps.rpc.call(deviceId, body, oneway),
       sendEmail: (mail, smtp) => mailer.send(mail, smtp),
     },
   });
   const ruleEngine = engine;
-  bridge = new ClientRpcBridge({
-    processor: ruleEngine,
-    timeoutMs: deps.clientRpc.defaultTimeoutMs,
-  });
-  const clientRpc = bridge;
   return {
     scripts,
     chains,
     engine: ruleEngine,
-    clientRpc,
     mailer,
     start() {
       ruleEngine.start();
-      // Client-side RPC now goes to the root chain (its rpc call reply node answers).
-      deps.clientRpc.setRouter(clientRpc.router);
     },
     stop() {
-      clientRpc.stop();
       ruleEngine.stop();
       mailer.close();
     },
