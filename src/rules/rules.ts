@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { AttributeService } from '../attributes/attribute-service.js';
 import type { Db } from '../db/open.js';
+import type { MessageProcessor } from '../messages/types.js';
 import type { ClientRpcService } from '../rpc/client-rpc.js';
 import type { RpcService } from '../rpc/rpc-service.js';
 import type { TelemetryService } from '../telemetry/telemetry-service.js';
@@ -25,6 +26,8 @@ export interface RulesDeps extends RuleEngineOptions {
   readonly log: Logger;
   readonly scriptLimits?: Partial<ScriptLimits>;
   readonly systemSmtp?: () => SmtpSettings | undefined;
+  /** The device-profile alarm engine, run by the device-profile node. */
+  readonly profileAlarms?: MessageProcessor;
 }
 
 export interface Rules {
@@ -67,6 +70,7 @@ export async function createRules(deps: RulesDeps): Promise<Rules> {
       },
       callDevice: (deviceId, body, oneway) => deps.rpc.call(deviceId, body, oneway),
       sendEmail: (mail, smtp) => mailer.send(mail, smtp),
+      profileAlarms: deps.profileAlarms,
     },
   });
   const ruleEngine = engine;

@@ -4,7 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { AttributeScope, TypedAttributeKv } from '../attributes/types.js';
-import type { GatewayMsg } from '../messages/types.js';
+import type { GatewayMsg, MessageProcessor } from '../messages/types.js';
 import type { RpcCallResult } from '../rpc/types.js';
 import type { TimeseriesQuery } from '../telemetry/telemetry-query.js';
 import type { TimeseriesResult } from '../telemetry/telemetry-service.js';
@@ -83,6 +83,11 @@ export interface RuleServices {
   callDevice(deviceId: string, body: unknown, oneway: boolean): Promise<RpcCallResult>;
   /** Sends an email with the system SMTP settings, or with `smtp` when given. */
   sendEmail(mail: EmailMessage, smtp?: SmtpSettings): Promise<void>;
+  /**
+   * The device-profile alarm engine (issue 13), when it is wired: the device-profile node hands it
+   * every message it sees, as ThingsBoard's node evaluates the profile's alarm rules.
+   */
+  readonly profileAlarms?: MessageProcessor;
   /** Posts a message into a chain (generator and delay nodes): the root when `chainId` is absent. */
   enqueue(
     msg: GatewayMsg,

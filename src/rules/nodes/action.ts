@@ -336,12 +336,17 @@ export const rpcRequest: NodeSpec = {
 };
 
 /**
- * The device-profile node. @NOTE: the alarm engine (issue 13) plugs in through
- * `services.profileAlarms` once it is on main; until then the node passes every message on
- * `Success`, as ThingsBoard's does for a profile without alarm rules.
+ * The device-profile node: hands each message to the alarm engine (issue 13) when it is wired
+ * (`services.profileAlarms`), then sends it on `Success`, as ThingsBoard's node does. The alarm
+ * engine's own messages (`ALARM`, created/updated/cleared) come through the entry point.
  */
 export const deviceProfile: NodeSpec = {
   type: `${PREFIX}profile.TbDeviceProfileNode`,
   defaults: { persistAlarmRulesState: false, fetchAlarmRulesStateOnStart: false },
-  create: () => ({ onMsg: (msg) => ({ labels: SUCCESS, msg }) }),
+  create: ({ services }) => ({
+    onMsg: (msg) => {
+      services.profileAlarms?.process(msg);
+      return { labels: SUCCESS, msg };
+    },
+  }),
 };
