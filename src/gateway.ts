@@ -33,6 +33,8 @@ import { type ClientRpcRouter, ClientRpcService } from './rpc/client-rpc.js';
 import { RpcService } from './rpc/rpc-service.js';
 import type { ChainStats } from './rules/rule-engine.js';
 import { createRules, type Rules } from './rules/rules.js';
+import { Scheduler } from './scheduler/scheduler.js';
+import { SchedulerEventService } from './scheduler/scheduler-event-service.js';
 import { SystemdNotifier } from './systemd.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
 import { TenantService } from './tenant/tenant-service.js';
@@ -68,6 +70,7 @@ import { OTA_UPLOAD_ROUTE, otaRoutes } from './transports/http/ota-routes.js';
 import { ownershipRoutes } from './transports/http/ownership-routes.js';
 import { rpcRoutes } from './transports/http/rpc-routes.js';
 import { ruleChainRoutes } from './transports/http/rule-chain-routes.js';
+import { schedulerRoutes } from './transports/http/scheduler-routes.js';
 import { telemetryRoutes } from './transports/http/telemetry-routes.js';
 import { userRoutes } from './transports/http/user-routes.js';
 import { MqttServer } from './transports/mqtt/mqtt-server.js';
@@ -470,6 +473,8 @@ export interface Services {
   /** The one way in for device messages and the queue to the processing entry point. */
   readonly messages: DeviceMessageService;
   readonly rules: Rules;
+  readonly scheduler: Scheduler;
+  readonly schedulerEvents: SchedulerEventService;
 }
 
 /**
@@ -602,6 +607,22 @@ async function buildServices(
     },
   });
   rules.start();
+  const scheduler = new Scheduler({ log: loggers.rules });
+  const schedulerEvents = new SchedulerEventService({
+    db,
+    tenants,
+    scheduler,
+    log: loggers.rules,
+    saveAttributes: (deviceId, scope, values) =>
+      attributes.save(deviceId, scope, values, { kind: 'system' }),
+    sendRpc: (deviceId, body) => rpc.call(deviceId, body, true),
+    groupDevices: (groupId) =>
+      groups
+        .entities(groupId, { customerId: null })
+        .flatMap((e) => (e.entityType === 'DEVICE' ? [e.id] : [])),
+    processor: rules.engine,
+  });
+  schedulerEvents.start();
   return {
     tenants,
     audit,
@@ -622,6 +643,8 @@ async function buildServices(
     groups,
     messages,
     rules,
+    scheduler,
+    schedulerEvents,
   };
 }
 
@@ -653,6 +676,7 @@ function registerRuleMetrics(metrics: Metrics, rules: Rules): void {
 
 /** Stops services that own timers or pending writes, newest first. */
 async function stopServices(s: Services): Promise<void> {
+  s.scheduler.stop();
   s.rules.stop();
   s.activity.stop();
   // Commits pending points while the db is open and other listeners still run.
@@ -759,6 +783,7 @@ function apiRoutes(
       path: '/api',
       app: ruleChainRoutes({ chains: s.rules.chains, engine: s.rules.engine, requireUser: user }),
     },
+    { path: '/api', app: schedulerRoutes({ events: s.schedulerEvents, requireUser: user }) },
     // `/api/noauth/*` and the password pages under `/login/`.
     { path: '/', app: noauthRoutes({ users: s.users, auth: s.auth }) },
   ];

@@ -342,6 +342,27 @@ export const ROWS: readonly Row[] = [
     on: 'none',
     expect: ANY(200, 403, 403),
   },
+  // Scheduler events are the tenant administrator's; an invalid event changes nothing (400).
+  { method: 'GET', path: '/api/schedulerEvents', on: 'none', expect: ANY(200, 403, 403) },
+  {
+    method: 'POST',
+    path: '/api/schedulerEvent',
+    body: { name: 'Never', type: 'CUSTOM', schedule: { cron: 'not cron' } },
+    on: 'none',
+    expect: ANY(400, 403, 403),
+  },
+  {
+    method: 'GET',
+    path: '/api/schedulerEvent/00000000-0000-4000-8000-000000000000',
+    on: 'none',
+    expect: ANY(404, 403, 403),
+  },
+  {
+    method: 'DELETE',
+    path: '/api/schedulerEvent/00000000-0000-4000-8000-000000000000',
+    on: 'none',
+    expect: ANY(404, 403, 403),
+  },
 ];
 
 describe('access matrix: every REST endpoint × caller × entity', {

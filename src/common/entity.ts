@@ -13,7 +13,8 @@ export type EntityType =
   | 'AUDIT_LOG'
   | 'ENTITY_GROUP'
   | 'RULE_CHAIN'
-  | 'RULE_NODE';
+  | 'RULE_NODE'
+  | 'SCHEDULER_EVENT';
 
 export interface EntityId<T extends EntityType = EntityType> {
   readonly entityType: T;

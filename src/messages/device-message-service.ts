@@ -108,6 +108,8 @@ export class DeviceMessageService {
       }));
     });
     bus.on(OWNER, 'telemetry.saved', ({ deviceId, points, source }) => {
+      // A rule chain's own save makes no message (as ThingsBoard's save node): no loop.
+      if (source?.kind === 'system') return;
       this.#deferDevice(deviceId, 'TIMESERIES_UPDATED', () => ({
         metadata: userMetadata(source),
         data: { timeseries: byTs(points).map(([ts, values]) => ({ ts, values })) },

@@ -39,6 +39,9 @@ export interface Rules {
   stop(): void;
 }
 
+/** What the chains store is the gateway's own change: it makes no new message. */
+const SYSTEM = { kind: 'system' } as const;
+
 export async function createRules(deps: RulesDeps): Promise<Rules> {
   const scripts = await ScriptEngine.load(deps.scriptLimits);
   const mailer = new Mailer({ systemSmtp: deps.systemSmtp });
@@ -59,8 +62,9 @@ export async function createRules(deps: RulesDeps): Promise<Rules> {
     services: {
       log: deps.log,
       scripts,
-      saveTelemetry: (deviceId, payload) => deps.telemetry.save(deviceId, payload),
-      saveAttributes: (deviceId, scope, values) => deps.attributes.save(deviceId, scope, values),
+      saveTelemetry: (deviceId, payload) => deps.telemetry.save(deviceId, payload, SYSTEM),
+      saveAttributes: (deviceId, scope, values) =>
+        deps.attributes.save(deviceId, scope, values, SYSTEM),
       attributes: (deviceId, scope, keys) => deps.attributes.get(deviceId, scope, keys),
       queryTelemetry: (deviceId, q) => deps.telemetry.query(deviceId, q),
       // The client-side RPC waiting on that transport session (ClientRpcService).

@@ -8,6 +8,7 @@ import { m006Dashboards } from './006-dashboards.js';
 import { m007EntityGroups } from './007-entity-groups.js';
 import { m008TelemetryStage } from './008-telemetry-stage.js';
 import { m009RuleChains } from './009-rule-chains.js';
+import { m010SchedulerEvents } from './010-scheduler-events.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -20,4 +21,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m007EntityGroups,
   m008TelemetryStage,
   m009RuleChains,
+  m010SchedulerEvents,
 ];

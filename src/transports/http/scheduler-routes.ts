@@ -1,0 +1,32 @@
+import { Hono, type MiddlewareHandler } from 'hono';
+import { assertTenantAdmin } from '../../auth/authorization.js';
+import { requireUuid } from '../../common/entity.js';
+import type { SchedulerEventService } from '../../scheduler/scheduler-event-service.js';
+import { type HttpEnv, readJson } from './context.js';
+import type { RequireUser } from './middleware.js';
+
+/**
+ * Scheduler events on ThingsBoard PE's paths (issue 14 §11), mounted at `/api`, for the tenant
+ * administrator: create or update, get, list, delete.
+ */
+export function schedulerRoutes(deps: { events: SchedulerEventService; requireUser: RequireUser }) {
+  const { events } = deps;
+  const app = new Hono<HttpEnv>();
+  const user = deps.requireUser;
+  const admin: MiddlewareHandler<HttpEnv> = async (c, next) => {
+    assertTenantAdmin(c.var.principal);
+    await next();
+  };
+  const eventId = (raw: string | undefined) => requireUuid(raw, 'schedulerEventId');
+
+  app.post('/schedulerEvent', user, admin, async (c) => c.json(events.save(await readJson(c))));
+  app.get('/schedulerEvents', user, admin, (c) => c.json(events.list()));
+  app.get('/schedulerEvent/:id', user, admin, (c) =>
+    c.json(events.get(eventId(c.req.param('id')))),
+  );
+  app.delete('/schedulerEvent/:id', user, admin, (c) => {
+    events.delete(eventId(c.req.param('id')));
+    return c.body(null, 200);
+  });
+  return app;
+}
