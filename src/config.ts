@@ -14,7 +14,12 @@ export interface Config {
   readonly dataDir: string;
   readonly bind: string;
   readonly logLevel: LogLevel;
-  readonly http: { readonly port: number; readonly maxBodyBytes: number };
+  readonly http: {
+    readonly port: number;
+    readonly maxBodyBytes: number;
+    readonly maxUrlBytes: number;
+    readonly maxHeaderBytes: number;
+  };
   readonly mqtt: {
     readonly port: number;
     /** MQTT over TLS, served only when both certificate and key files are set. */
@@ -179,6 +184,26 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 64 * 1024 * 1024,
     default: 65536,
     help: 'Largest accepted HTTP request body in bytes (413 above it)',
+  },
+  {
+    path: 'http.maxUrlBytes',
+    flag: '--http-max-url-bytes',
+    env: 'EDGE_HTTP_MAX_URL_BYTES',
+    type: 'int',
+    min: 256,
+    max: 1024 * 1024,
+    default: 8192,
+    help: 'Longest accepted HTTP request URL in bytes (414 above it)',
+  },
+  {
+    path: 'http.maxHeaderBytes',
+    flag: '--http-max-header-bytes',
+    env: 'EDGE_HTTP_MAX_HEADER_BYTES',
+    type: 'int',
+    min: 1024,
+    max: 1024 * 1024,
+    default: 16_384,
+    help: 'Largest accepted HTTP header section in bytes (431 above it)',
   },
   {
     path: 'storage.durability',

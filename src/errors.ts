@@ -41,6 +41,14 @@ export class AuthenticationError extends GatewayError {
   }
 }
 
+/** An access token past its expiry: clients refresh on this (ThingsBoard's JWT_TOKEN_EXPIRED). */
+export class TokenExpiredError extends AuthenticationError {
+  override name = 'TokenExpiredError';
+  constructor(message = 'Token has expired', options?: ErrorOptions) {
+    super(message, options);
+  }
+}
+
 export class ForbiddenError extends GatewayError {
   override name = 'ForbiddenError';
   constructor(message = 'You do not have permission to perform this operation') {

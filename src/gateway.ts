@@ -263,6 +263,8 @@ export class Gateway implements AsyncDisposable {
         port: config.http.port,
         log: this.loggers.http,
         lanes,
+        maxUrlBytes: config.http.maxUrlBytes,
+        maxHeaderBytes: config.http.maxHeaderBytes,
       });
       await this.#http.start();
       log.info({ transport: 'http', host, port: this.#http.port }, 'listening');

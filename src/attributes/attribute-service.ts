@@ -111,6 +111,7 @@ export class AttributeService {
     source?: ChangeSource,
   ): TypedAttributeKv[] {
     const device = this.#device(deviceId);
+    for (const key of values.keys()) checkAttributeKey(key);
     if (values.size === 0) return [];
     const ts = Date.now();
     this.#store.upsert(device.rid, scope, values, ts);
@@ -212,6 +213,22 @@ export class AttributeService {
     const device = this.deps.devices.identity(deviceId.toLowerCase());
     if (!device) throw new NotFoundError(`Device with id [${deviceId}] is not found`);
     return device;
+  }
+}
+
+/** Longest attribute key, in characters (as telemetry's). */
+export const MAX_ATTRIBUTE_KEY_LENGTH = 255;
+
+/**
+ * Checks one attribute key from any source: an empty key (which telemetry refuses too) or one
+ * longer than MAX_ATTRIBUTE_KEY_LENGTH is refused, and the whole payload with it.
+ */
+export function checkAttributeKey(key: string): void {
+  if (key.length === 0) throw new ValidationError('Attribute key must not be empty');
+  if (key.length > MAX_ATTRIBUTE_KEY_LENGTH) {
+    throw new ValidationError(
+      `Attribute key '${key.slice(0, 32)}…' is ${key.length} characters, longer than ${MAX_ATTRIBUTE_KEY_LENGTH}`,
+    );
   }
 }
 

@@ -6,7 +6,12 @@ import type { Logger } from 'pino';
 import type { AuditService } from '../audit/audit-service.js';
 import { entityId } from '../common/entity.js';
 import type { Config } from '../config.js';
-import { AuthenticationError, TooManyRequestsError, ValidationError } from '../errors.js';
+import {
+  AuthenticationError,
+  TokenExpiredError,
+  TooManyRequestsError,
+  ValidationError,
+} from '../errors.js';
 import type { UserService } from '../users/user-service.js';
 import type { Authority, UserRow } from '../users/user-store.js';
 import { LoginThrottle } from './login-throttle.js';
@@ -206,7 +211,7 @@ export class AuthService {
       return payload;
     } catch (err) {
       if (err instanceof joseErrors.JWTExpired)
-        throw new AuthenticationError('Token has expired', { cause: err });
+        throw new TokenExpiredError('Token has expired', { cause: err });
       throw new AuthenticationError('Invalid JWT token', { cause: err });
     }
   }

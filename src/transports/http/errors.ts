@@ -2,7 +2,12 @@ import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Logger } from 'pino';
-import { type ErrorCode, GatewayError, TooManyRequestsError } from '../../errors.js';
+import {
+  type ErrorCode,
+  GatewayError,
+  TokenExpiredError,
+  TooManyRequestsError,
+} from '../../errors.js';
 
 const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   GW_ERR_INVALID_ARGUMENT: 400,
@@ -35,8 +40,16 @@ export function statusOf(err: unknown): ContentfulStatusCode {
   return 500;
 }
 
-export function errorBody(status: number, message: string) {
-  return { status, message, errorCode: TB_ERROR_CODE[status] ?? 2, timestamp: Date.now() };
+/** ThingsBoard's `JWT_TOKEN_EXPIRED`: its clients refresh the token on this code (platform.md). */
+const TB_JWT_TOKEN_EXPIRED = 11;
+
+export function errorBody(status: number, message: string, errorCode?: number) {
+  return {
+    status,
+    message,
+    errorCode: errorCode ?? TB_ERROR_CODE[status] ?? 2,
+    timestamp: Date.now(),
+  };
 }
 
 /** An error as an HTTP reply: status, JSON body and extra headers. */
@@ -67,7 +80,8 @@ export function errorReply(err: Error, method: string, path: string, log: Logger
   // socket that still carries the rest of that body (clients saw 'fetch failed' on the next
   // request otherwise).
   if (status === 413) headers.Connection = 'close';
-  return { status, body: errorBody(status, message), headers };
+  const code = err instanceof TokenExpiredError ? TB_JWT_TOKEN_EXPIRED : undefined;
+  return { status, body: errorBody(status, message, code), headers };
 }
 
 export function handleError(err: Error, c: Context, log: Logger): Response {

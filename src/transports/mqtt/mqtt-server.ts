@@ -10,6 +10,7 @@ import { GatewayError, ValidationError } from '../../errors.js';
 import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
 import { DeviceSession, ProvisionSession, type Send } from './device-session.js';
+import { markIllFormedStrings, publishViolation } from './strict.js';
 import { maySubscribe, messageType } from './topics.js';
 
 export interface MqttServerDeps {
@@ -78,6 +79,8 @@ export class MqttServer {
   #server: Server | undefined;
   #tlsServer: Server | undefined;
   #wss: WebSocketServer | undefined;
+  /** Aedes' connection handler with the strict string check (strict.ts) added. */
+  #handle: ((conn: Parameters<Aedes['handle']>[0], req?: IncomingMessage) => void) | undefined;
   readonly #sessions = new WeakMap<Client, Session>();
   /** One connection per device: a newer one takes over (reference §8.5). */
   readonly #byDevice = new Map<string, Client>();
@@ -130,6 +133,12 @@ export class MqttServer {
           callback(new Error('not authenticated'));
           return;
         }
+        const violation = publishViolation(packet);
+        if (violation) {
+          this.#violation(client, violation.reason, violation.reasonCode);
+          answeredAlready(packet, callback);
+          return;
+        }
         this.#touch(client);
         // The PUBACK is written only after the core has committed.
         this.#publish(client, session, packet).then(
@@ -176,14 +185,19 @@ export class MqttServer {
       log.debug({ clientId: client?.id, err }, 'mqtt connection error'),
     );
     this.#broker = broker;
-    const server = createServer(broker.handle);
+    const handle = (conn: Parameters<Aedes['handle']>[0], req?: IncomingMessage) => {
+      const client = broker.handle(conn, req as Parameters<Aedes['handle']>[1]);
+      markIllFormedStrings((client as unknown as { _parser: unknown })._parser);
+    };
+    this.#handle = handle;
+    const server = createServer(handle);
     this.#server = server;
     await listen(server, this.deps.port, this.deps.host);
     const { tls } = this.deps;
     if (tls) {
       const tlsServer = createTlsServer(
         { cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) },
-        broker.handle,
+        handle,
       );
       tlsServer.on('tlsClientError', (err) => log.debug({ err }, 'mqtt tls handshake failed'));
       this.#tlsServer = tlsServer;
@@ -199,16 +213,16 @@ export class MqttServer {
    */
   readonly handleUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
     const wss = this.#wss;
-    const broker = this.#broker;
+    const handle = this.#handle;
     const path = new URL(req.url ?? '/', 'http://gateway').pathname;
-    if (!wss || !broker || path !== MQTT_WS_PATH) {
+    if (!wss || !handle || path !== MQTT_WS_PATH) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
       return;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       const stream = createWebSocketStream(ws);
       stream.on('error', (err) => this.deps.log.debug({ err }, 'mqtt websocket error'));
-      broker.handle(stream, req);
+      handle(stream, req);
     });
   };
 
@@ -249,6 +263,19 @@ export class MqttServer {
       }
       throw err;
     }
+  }
+
+  /**
+   * A protocol violation closes the connection (MQTT 3.1.1 §4.8, MQTT 5 §4.13: DISCONNECT with
+   * the reason code first); nothing of the packet is processed or acknowledged.
+   */
+  #violation(client: Client, reason: string, reasonCode: number): void {
+    this.deps.log.info({ clientId: client.id, reason }, 'mqtt protocol violation: closing');
+    const c = client as Client & {
+      disconnect?: (opts: { reasonCode: number }, done?: () => void) => void;
+    };
+    if (client.version === 5 && c.disconnect) c.disconnect({ reasonCode });
+    else client.close();
   }
 
   /** Any packet from a device counts as activity (PINGREQ too, reference §8.5). */
@@ -310,6 +337,7 @@ export class MqttServer {
     this.#broker = undefined;
     this.#wss?.close();
     this.#wss = undefined;
+    this.#handle = undefined;
     const closed = servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
     if (broker) await new Promise<void>((resolve) => broker.close(() => resolve()));
     await Promise.all(closed);

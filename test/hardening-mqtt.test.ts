@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
+import { rawMqttConnect, rawPublish } from './helpers/raw-mqtt.js';
+
+const TELEMETRY = Buffer.from('v1/devices/me/telemetry');
+
+describe('hardening: MQTT protocol strictness (issue 20)', () => {
+  let t: TestGateway;
+  let port: number;
+  let n = 0;
+
+  before(async () => {
+    t = await startGateway();
+    port = t.gw.ports.mqtt;
+  });
+  after(() => t.close());
+
+  const latest = async (id: string): Promise<Record<string, unknown>> => {
+    const res = await t.api(`/api/plugins/telemetry/DEVICE/${id}/values/timeseries`, {
+      token: await t.adminToken(),
+    });
+    return (await res.json()) as Record<string, unknown>;
+  };
+
+  const bad: Array<[string, Buffer, number | undefined]> = [
+    [
+      'a topic with invalid UTF-8',
+      Buffer.concat([TELEMETRY.subarray(0, 10), Buffer.from([0xff, 0xfe]), TELEMETRY.subarray(10)]),
+      7,
+    ],
+    [
+      'a topic with a truncated 4-byte sequence',
+      Buffer.concat([TELEMETRY, Buffer.from([0xf0, 0x90, 0x80])]),
+      7,
+    ],
+    ['a topic with a NUL', Buffer.concat([TELEMETRY, Buffer.from([0])]), 7],
+    ['a QoS 1 PUBLISH with packet id 0', TELEMETRY, 0],
+  ];
+  for (const version of [4, 5] as const) {
+    for (const [what, topic, id] of bad) {
+      it(`case 9: ${what} closes the connection without a PUBACK (MQTT ${version === 4 ? '3.1.1' : '5'})`, async () => {
+        const dev = await createDevice(t, `strict-${n++}`);
+        const c = await rawMqttConnect(port, dev.token, { version });
+        c.write(rawPublish(topic, '{"bad":1}', id, version));
+        await c.closed();
+        const got = c.received();
+        // Nothing but (on MQTT 5) a DISCONNECT: no PUBACK (0x40).
+        assert.ok(!got.includes(0x40) || got[0] === 0xe0, `got ${got.toString('hex')}`);
+        if (version === 5) {
+          assert.equal(got[0], 0xe0, 'MQTT 5: DISCONNECT first');
+          assert.ok([0x81, 0x82].includes(got[2]), `reason ${got[2]}`);
+        } else assert.equal(got.length, 0);
+        assert.deepEqual(await latest(dev.id), {});
+      });
+    }
+  }
+
+  it('case 9: well-formed topics and packet ids are still acknowledged', async () => {
+    const dev = await createDevice(t, `strict-${n++}`);
+    const c = await rawMqttConnect(port, dev.token);
+    c.write(rawPublish(TELEMETRY, '{"ok":1}', 1));
+    const deadline = Date.now() + 5000;
+    while (c.received().length < 4 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    assert.equal(c.received().subarray(0, 4).toString('hex'), '40020001');
+    c.end();
+    assert.deepEqual(Object.keys(await latest(dev.id)), ['ok']);
+  });
+});
