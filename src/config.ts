@@ -45,6 +45,7 @@ export interface Config {
     readonly loginLockoutSec: number;
   };
   readonly claim: { readonly durationMs: number };
+  readonly limits: { readonly requestStoredBytes: number };
   readonly ota: { readonly maxBytes: number };
   readonly activity: { readonly inactivityTimeoutSec: number; readonly checkIntervalSec: number };
   /** `GET /metrics` on a listener of its own at this port; 0 serves it on the HTTP port. */
@@ -328,6 +329,16 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 31_536_000_000,
     default: 86_400_000,
     help: 'Claim window when a device sends no durationMs (ThingsBoard device.claim.duration)',
+  },
+  {
+    path: 'limits.requestStoredBytes',
+    flag: '--max-request-stored-bytes',
+    env: 'EDGE_MAX_REQUEST_STORED_BYTES',
+    type: 'int',
+    min: 1024,
+    max: 1024 * 1024 * 1024,
+    default: 1024 * 1024,
+    help: 'Most bytes of keys and values one telemetry or attribute request may store (400 above it)',
   },
   {
     path: 'ota.maxBytes',

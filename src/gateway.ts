@@ -36,6 +36,7 @@ import { createRules, type Rules } from './rules/rules.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { SchedulerEventService } from './scheduler/scheduler-event-service.js';
 import { SystemdNotifier } from './systemd.js';
+import { TELEMETRY_LIMITS } from './telemetry/telemetry-parser.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
 import { TenantService } from './tenant/tenant-service.js';
 import { CoapServer } from './transports/coap/coap-server.js';
@@ -537,9 +538,16 @@ async function buildServices(
     log: loggers.telemetry,
     config: config.telemetry,
     onCommitTiming: hooks.onCommitTiming,
+    limits: { ...TELEMETRY_LIMITS, maxStoredBytes: config.limits.requestStoredBytes },
   });
   telemetry.start();
-  const attributes = new AttributeService({ db, devices, bus, log: loggers.attributes });
+  const attributes = new AttributeService({
+    db,
+    devices,
+    bus,
+    log: loggers.attributes,
+    maxRequestStoredBytes: config.limits.requestStoredBytes,
+  });
   attributes.start();
   const rpc = new RpcService({ db, devices, tenants, bus, log: loggers.rpc });
   rpc.start();

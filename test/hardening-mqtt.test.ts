@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
+import { closed, mqttConnect } from './helpers/mqtt.js';
 import { rawMqttConnect, rawPublish } from './helpers/raw-mqtt.js';
 
 const TELEMETRY = Buffer.from('v1/devices/me/telemetry');
@@ -66,5 +67,28 @@ describe('hardening: MQTT protocol strictness (issue 20)', () => {
     assert.equal(c.received().subarray(0, 4).toString('hex'), '40020001');
     c.end();
     assert.deepEqual(Object.keys(await latest(dev.id)), ['ok']);
+  });
+
+  it('case 4: a second device with the same client id never takes over the first one', async () => {
+    const d1 = await createDevice(t, `shared-${n++}`);
+    const d2 = await createDevice(t, `shared-${n++}`);
+    const c1 = await mqttConnect(port, { clientId: 'shared-id', username: d1.token });
+    let c1Closed = false;
+    c1.on('close', () => {
+      c1Closed = true;
+    });
+    const c2 = await mqttConnect(port, { clientId: 'shared-id', username: d2.token });
+    await c2.publishAsync('v1/devices/me/telemetry', '{"from2":1}', { qos: 1 });
+    await c1.publishAsync('v1/devices/me/telemetry', '{"from1":1}', { qos: 1 });
+    assert.equal(c1Closed, false, 'the first device stays connected');
+    assert.deepEqual(Object.keys(await latest(d1.id)), ['from1']);
+    assert.deepEqual(Object.keys(await latest(d2.id)), ['from2']);
+    // The same device reconnecting with its client id still takes its own session over.
+    const gone = closed(c1);
+    const c1b = await mqttConnect(port, { clientId: 'shared-id', username: d1.token });
+    await gone;
+    assert.equal(c2.connected, true);
+    await Promise.all([c1b.endAsync(), c2.endAsync()]);
+    c1.end(true);
   });
 });

@@ -5,6 +5,11 @@ import {
   type PollOutcome,
   type Subscription,
 } from '../common/subscriptions.js';
+import {
+  checkStoredBytes,
+  DEFAULT_MAX_REQUEST_STORED_BYTES,
+  storedBytes,
+} from '../common/value-typing.js';
 import type { Db } from '../db/open.js';
 import type { DeviceIdentity, DeviceService } from '../devices/device-service.js';
 import { NotFoundError, ValidationError } from '../errors.js';
@@ -32,6 +37,8 @@ export interface AttributeServiceDeps {
   readonly devices: DeviceService;
   readonly bus: EventBus;
   readonly log: Logger;
+  /** Most bytes of keys and values one save may store (issue 20). */
+  readonly maxRequestStoredBytes?: number;
 }
 
 /** A device's own attribute request (reference device-api.md §2.2). */
@@ -47,6 +54,14 @@ export interface DeviceAttributeResponse {
 }
 
 const OWNER = 'attributes';
+
+const KIND = {
+  BOOLEAN: 'bool',
+  LONG: 'long',
+  DOUBLE: 'double',
+  STRING: 'string',
+  JSON: 'json',
+} as const;
 
 /**
  * A device's key list (reference §2.2): a comma-separated string split without trimming; empty
@@ -111,7 +126,14 @@ export class AttributeService {
     source?: ChangeSource,
   ): TypedAttributeKv[] {
     const device = this.#device(deviceId);
-    for (const key of values.keys()) checkAttributeKey(key);
+    let stored = 0;
+    for (const [key, kv] of values) {
+      checkAttributeKey(key);
+      const text = kv.type === 'JSON' ? JSON.stringify(kv.value) : kv.value;
+      stored += storedBytes(key, KIND[kv.type], text);
+    }
+    const max = this.deps.maxRequestStoredBytes ?? DEFAULT_MAX_REQUEST_STORED_BYTES;
+    checkStoredBytes('Attribute payload', stored, max);
     if (values.size === 0) return [];
     const ts = Date.now();
     this.#store.upsert(device.rid, scope, values, ts);

@@ -25,7 +25,8 @@ describe('value typing (reference device-api.md §1.2, §14.4)', () => {
       ['9223372036854775808', 'STRING', '9223372036854775808'],
       ['0.12345678901234567', 'STRING', '0.12345678901234567'],
       ['0.1234567890123456', 'DOUBLE', 0.1234567890123456],
-      ['1.2345678901234567E-1', 'STRING', '0.12345678901234567'],
+      // Issue 20: an exponent literal that is not a LONG is a DOUBLE (was the plain text).
+      ['1.2345678901234567E-1', 'DOUBLE', 0.12345678901234566],
     ];
     for (const [text, type, value] of cases) {
       assert.deepEqual(typeNumberLiteral(text), { type, value }, text);

@@ -35,9 +35,9 @@ export interface TypingOptions {
 }
 
 /** Types a JSON number literal (its source text) by the rules of §1.2 (common/value-typing). */
-export function typeNumberLiteral(text: string): KvValue {
+export function typeNumberLiteral(text: string, key = ''): KvValue {
   if (!NUMBER_LITERAL_RE.test(text)) throw new ValidationError(`Not a number: ${text}`);
-  const typed = typeNumber(text, '');
+  const typed = typeNumber(text, key);
   return { type: KV_TYPE[typed.kind], value: typed.value } as KvValue;
 }
 
@@ -98,14 +98,14 @@ export function parseTypedObject(text: string, opts: TypingOptions): Map<string,
   }
   const out = new Map<string, KvValue>();
   for (const [key, value] of Object.entries(parsed)) {
-    const typed = typeParsed(value, opts);
+    const typed = typeParsed(key, value, opts);
     if (typed) out.set(key, typed);
   }
   return out;
 }
 
-function typeParsed(value: JsonText, opts: TypingOptions): KvValue | undefined {
-  if (value instanceof JsonNumber) return typeNumberLiteral(value.raw);
+function typeParsed(key: string, value: JsonText, opts: TypingOptions): KvValue | undefined {
+  if (value instanceof JsonNumber) return typeNumberLiteral(value.raw, key);
   if (value !== null && typeof value === 'object') {
     return { type: 'JSON', value: JSON.parse(stringifyJsonText(value)) as unknown };
   }

@@ -24,6 +24,16 @@ describe('typeNumber', () => {
     ['2.5e-3', 'double', 0.0025],
     ['0.12345678901234567', 'string', '0.12345678901234567'],
     ['+5', 'long', 5],
+    // Exponent literals (issue 20): a LONG when integral and within int64, else a DOUBLE.
+    ['1e15', 'long', 1e15],
+    ['1e18', 'long', 1000000000000000000n],
+    ['9.223372036854775807e18', 'long', 9223372036854775807n],
+    ['1e19', 'double', 1e19],
+    ['1e300', 'double', 1e300],
+    ['-1.5e300', 'double', -1.5e300],
+    ['1.5e-30', 'double', 1.5e-30],
+    ['1e-400', 'double', 0],
+    ['12345678901234567890e0', 'double', 12345678901234567890],
   ];
   for (const [raw, kind, value] of cases) {
     it(`${raw} is ${kind} ${String(value)}`, () => {
@@ -32,4 +42,11 @@ describe('typeNumber', () => {
       assert.ok(Object.is(t.value, value), `value ${String(t.value)}`);
     });
   }
+
+  it('refuses an exponent literal beyond the double range, naming the key', () => {
+    for (const raw of ['1e65000', '-1e309', '1.8e308', '1e99999999999999999999']) {
+      assert.throws(() => typeNumber(raw, 'b0'), /key \[b0\] is out of the double range/, raw);
+    }
+    assert.equal(typeNumber('1.7e308', 'k').kind, 'double');
+  });
 });

@@ -36,8 +36,14 @@ const PLAIN_DECIMAL_RE = /^-?\d+\.\d{1,16}$/;
 /**
  * Types a number by its literal text as ThingsBoard's JsonConverter does (device-api.md §1.2):
  * a literal with '.' and no exponent is DOUBLE; an integral value (`1E2`) is LONG when it fits
- * int64, else STRING of its plain digits; a non-integral value with more than 16 decimals is
- * STRING of its plain form.
+ * int64; a plain integer literal beyond int64 is STRING of its digits, and a plain decimal with
+ * more than 16 decimals STRING of its text.
+ *
+ * A literal with an exponent that is not a LONG is a DOUBLE (issue 20: "fits a long -> long, else
+ * double"). ThingsBoard would store `1e65000` as a STRING of 65,001 digits, so that 55 KB of
+ * payload grew the data directory by 830 MB; here a value beyond the double range is refused
+ * with a ValidationError naming the key, and one below it becomes 0 (as a double does). Stored
+ * text is never longer than the literal that was sent.
  */
 export function typeNumber(
   raw: string,
@@ -59,6 +65,9 @@ export function typeNumber(
     return simpleDouble ? { kind: 'double', value: 0 } : { kind: 'long', value: 0 };
   const trailingZeros = digits.length - digits.replace(/0+$/, '').length;
   const integral = scale - trailingZeros <= 0;
+  if (expPart !== undefined && !(integral && digits.length - scale <= 19)) {
+    return typeDouble(raw, key);
+  }
   if (simpleDouble || !integral) {
     if (scale <= 16) return { kind: 'double', value: Number(raw) };
     const plain = plainDecimal(sign, digits, scale);
@@ -76,9 +85,21 @@ export function typeNumber(
       ? BigInt(digits.slice(0, digits.length - scale))
       : BigInt(digits) * 10n ** BigInt(-scale);
   const big = sign === '-' ? -abs : abs;
-  if (big > INT64_MAX || big < INT64_MIN) return { kind: 'string', value: big.toString() };
+  if (big > INT64_MAX || big < INT64_MIN) {
+    return expPart === undefined ? { kind: 'string', value: big.toString() } : typeDouble(raw, key);
+  }
   const n = Number(big);
   return { kind: 'long', value: Number.isSafeInteger(n) ? n : big };
+}
+
+/** An exponent literal as a DOUBLE; one beyond the double range is refused, naming the key. */
+function typeDouble(raw: string, key: string): TypedValue {
+  const value = Number(raw);
+  if (!Number.isFinite(value)) {
+    const shown = raw.length > 24 ? `${raw.slice(0, 24)}…` : raw;
+    throw new ValidationError(`Value of key [${key}] is out of the double range: ${shown}`);
+  }
+  return { kind: 'double', value: value || 0 };
 }
 
 /** BigDecimal.toPlainString of `digits * 10^-scale` (digits without leading zeros). */
@@ -89,4 +110,31 @@ function plainDecimal(sign: string, digits: string, scale: number): string {
     return `${s}${digits.slice(0, digits.length - scale)}.${digits.slice(digits.length - scale)}`;
   }
   return `${s}0.${'0'.repeat(scale - digits.length)}${digits}`;
+}
+
+/** Default per-request bound on stored bytes (`--max-request-stored-bytes`). */
+export const DEFAULT_MAX_REQUEST_STORED_BYTES = 1024 * 1024;
+
+/**
+ * Bytes one typed value takes in storage, as the per-request bound counts them: its key and text
+ * values as UTF-8, 8 per number, 1 per boolean.
+ */
+export function storedBytes(key: string, kind: ValueKind, value: unknown): number {
+  let size = Buffer.byteLength(key);
+  if (kind === 'string' || kind === 'json') {
+    size += typeof value === 'string' ? Buffer.byteLength(value) : 0;
+  } else size += kind === 'bool' ? 1 : 8;
+  return size;
+}
+
+/**
+ * The per-request bound on stored bytes (issue 20): one request may not store more than `max`
+ * bytes of keys and values, however small its payload was. Refused as a whole, nothing stored.
+ */
+export function checkStoredBytes(what: string, total: number, max: number): void {
+  if (total > max) {
+    throw new ValidationError(
+      `${what} would store more than ${max} bytes of keys and values in one request`,
+    );
+  }
 }

@@ -105,7 +105,8 @@ describe('value typing (device-api.md §1.2)', () => {
     ['12345678901234567890', 'string', '12345678901234567890'],
     ['0.12345678901234567', 'string', '0.12345678901234567'],
     ['0.1234567890123456', 'double', 0.1234567890123456],
-    ['1.2345E-20', 'string', '0.000000000000000000012345'],
+    // Issue 20: an exponent literal is a DOUBLE, never expanded to its plain digits.
+    ['1.2345E-20', 'double', 1.2345e-20],
     ['"42"', 'long', 42],
     ['"-3.5"', 'double', -3.5],
     ['"0123"', 'long', 123],

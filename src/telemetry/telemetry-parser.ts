@@ -7,8 +7,11 @@ import {
   stringifyJsonText,
 } from '../common/json-text.js';
 import {
+  checkStoredBytes,
   checkValueLength,
+  DEFAULT_MAX_REQUEST_STORED_BYTES,
   NUMERIC_STRING_RE,
+  storedBytes,
   type TypedValue,
   typeNumber,
   type ValueKind,
@@ -41,6 +44,8 @@ export interface TelemetryLimits {
   readonly maxValueLength: number;
   /** Largest payload text, in bytes. */
   readonly maxPayloadBytes: number;
+  /** Most bytes of keys and values one payload may store (common/value-typing `storedBytes`). */
+  readonly maxStoredBytes: number;
 }
 
 export const TELEMETRY_LIMITS: TelemetryLimits = Object.freeze({
@@ -49,6 +54,7 @@ export const TELEMETRY_LIMITS: TelemetryLimits = Object.freeze({
   maxPoints: 50_000,
   maxValueLength: 65_536,
   maxPayloadBytes: 4 * 1024 * 1024,
+  maxStoredBytes: DEFAULT_MAX_REQUEST_STORED_BYTES,
 });
 
 type Typed = TypedValue;
@@ -90,6 +96,7 @@ export function parseTelemetry(
   limits: TelemetryLimits = TELEMETRY_LIMITS,
 ): TsEntry[] {
   const out: TsEntry[] = [];
+  let stored = 0;
   const addValues = (values: Record<string, unknown>, ts: number, depth: number) => {
     for (const key of Object.keys(values)) {
       const v = values[key];
@@ -106,6 +113,8 @@ export function parseTelemetry(
         );
       }
       const t = typeValue(key, v, depth + 1, limits);
+      stored += storedBytes(key, t.kind, t.value);
+      checkStoredBytes('Telemetry payload', stored, limits.maxStoredBytes);
       out.push({ key, ts, kind: t.kind, value: t.value });
     }
   };

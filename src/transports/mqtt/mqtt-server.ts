@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
@@ -112,6 +113,13 @@ export class MqttServer {
           );
           return;
         }
+        // Aedes takes a session over by client id alone [MQTT-3.1.4-2]; a client id is scoped to
+        // the device that authenticated, so that one device can never take over another's session
+        // by choosing its client id (issue 20). A provisioning connection gets an id of its own.
+        client.id =
+          result.kind === 'device'
+            ? `${result.device.id}/${client.id}`
+            : `provision/${randomUUID()}`;
         const send = sender(client);
         this.#sessions.set(
           client,
