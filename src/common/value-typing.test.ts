@@ -33,7 +33,7 @@ describe('typeNumber', () => {
     ['-1.5e300', 'double', -1.5e300],
     ['1.5e-30', 'double', 1.5e-30],
     ['1e-400', 'double', 0],
-    ['12345678901234567890e0', 'double', 12345678901234567890],
+    ['12345678901234567890e0', 'double', 1.2345678901234567e19],
   ];
   for (const [raw, kind, value] of cases) {
     it(`${raw} is ${kind} ${String(value)}`, () => {
