@@ -27,7 +27,13 @@ export interface Config {
     readonly tlsCert: string;
     readonly tlsKey: string;
   };
-  readonly coap: { readonly port: number };
+  readonly coap: {
+    readonly port: number;
+    readonly maxObservers: number;
+    readonly maxObserversPerEndpoint: number;
+    readonly observeLifetimeSec: number;
+    readonly notificationAckTimeoutMs: number;
+  };
   readonly storage: { readonly durability: Durability };
   readonly telemetry: {
     readonly maxPoints: number;
@@ -166,6 +172,46 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'port',
     default: 5683,
     help: 'CoAP UDP port; 0 picks a free port',
+  },
+  {
+    path: 'coap.maxObservers',
+    flag: '--coap-max-observers',
+    env: 'EDGE_COAP_MAX_OBSERVERS',
+    type: 'int',
+    min: 1,
+    max: 1_000_000,
+    default: 10_000,
+    help: 'Live CoAP observations in total; a registration beyond it is answered 5.03',
+  },
+  {
+    path: 'coap.maxObserversPerEndpoint',
+    flag: '--coap-max-observers-per-endpoint',
+    env: 'EDGE_COAP_MAX_OBSERVERS_PER_ENDPOINT',
+    type: 'int',
+    min: 1,
+    max: 100_000,
+    default: 16,
+    help: 'Live CoAP observations of one address and port; a new one ends its oldest',
+  },
+  {
+    path: 'coap.observeLifetimeSec',
+    flag: '--coap-observe-lifetime-sec',
+    env: 'EDGE_COAP_OBSERVE_LIFETIME_SEC',
+    type: 'int',
+    min: 1,
+    max: 31_536_000,
+    default: 86_400,
+    help: 'A CoAP observation not re-registered within this time ends',
+  },
+  {
+    path: 'coap.notificationAckTimeoutMs',
+    flag: '--coap-notification-ack-timeout-ms',
+    env: 'EDGE_COAP_NOTIFICATION_ACK_TIMEOUT_MS',
+    type: 'int',
+    min: 100,
+    max: 600_000,
+    default: 45_000,
+    help: 'A confirmable CoAP notification not acknowledged within this time ends its observation (RFC 7641 §4.5)',
   },
   {
     path: 'logLevel',

@@ -175,6 +175,14 @@ export class Gateway implements AsyncDisposable {
     };
   }
 
+  /** Live CoAP observations and what the CoAP bounds refused (docs/security.md). */
+  get coapObservations(): { live: number } & CoapServer['refusals'] {
+    const coap = this.#coap;
+    return coap
+      ? { live: coap.observations, ...coap.refusals }
+      : { live: 0, malformedDatagrams: 0, observationsRefused: 0, observationsEnded: 0 };
+  }
+
   async start(): Promise<void> {
     if (this.#state !== 'created') throw new Error(`cannot start a gateway that is ${this.#state}`);
     this.#state = 'starting';
@@ -309,6 +317,12 @@ export class Gateway implements AsyncDisposable {
         devices: s.devices,
         core: s,
         meter: this.metrics.ingest,
+        observations: {
+          maxTotal: config.coap.maxObservers,
+          maxPerEndpoint: config.coap.maxObserversPerEndpoint,
+          lifetimeMs: config.coap.observeLifetimeSec * 1000,
+          ackTimeoutMs: config.coap.notificationAckTimeoutMs,
+        },
       });
       await this.#coap.start();
       log.info({ transport: 'coap', host, port: this.#coap.port }, 'listening');

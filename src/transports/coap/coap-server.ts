@@ -1,4 +1,4 @@
-import type { Socket } from 'node:dgram';
+import type { RemoteInfo, Socket } from 'node:dgram';
 import type { AddressInfo } from 'node:net';
 import { createServer, type IncomingMessage, type OutgoingMessage, type Server } from 'coap';
 import type { Logger } from 'pino';
@@ -7,7 +7,13 @@ import { type ErrorCode, GatewayError } from '../../errors.js';
 import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
 import { deviceApiMessageType } from '../message-type.js';
-import { handleDeviceRequest, Observations } from './device-resources.js';
+import {
+  endpointOf,
+  handleDeviceRequest,
+  type ObservationLimits,
+  Observations,
+} from './device-resources.js';
+import { inspectDatagram, MESSAGE_TYPE, outgoingHeader, parseHeader } from './strict.js';
 
 export interface CoapServerDeps {
   readonly host: string;
@@ -18,6 +24,7 @@ export interface CoapServerDeps {
   readonly core: DeviceCore;
   /** Counts each device message the core accepted. */
   readonly meter?: IngestMeter;
+  readonly observations?: Partial<ObservationLimits>;
 }
 
 // RFC 7252 §5.9 response codes for domain errors.
@@ -40,9 +47,15 @@ const CODE: Record<ErrorCode, string> = {
  */
 export class CoapServer {
   #server: Server | undefined;
-  readonly #observations = new Observations();
+  readonly #observations: Observations;
+  /** Datagrams refused by the RFC 7252 checks (strict.ts), since start. */
+  #malformed = 0;
 
-  constructor(private readonly deps: CoapServerDeps) {}
+  constructor(private readonly deps: CoapServerDeps) {
+    this.#observations = new Observations(deps.observations, (key, reason) =>
+      deps.log.info({ observation: key, reason }, 'coap observation ended'),
+    );
+  }
 
   async start(): Promise<number> {
     const { log } = this.deps;
@@ -82,7 +95,67 @@ export class CoapServer {
         err ? reject(err) : resolve(),
       );
     });
+    this.#strict(server);
     return this.port;
+  }
+
+  /**
+   * Puts the RFC 7252 checks (strict.ts) in front of the library: each datagram is inspected
+   * before the library parses it, and each one sent is seen, so that observations end when a
+   * confirmable notification goes unacknowledged or is reset (RFC 7641 §4.5).
+   */
+  #strict(server: Server): void {
+    const sock = server._sock as Socket | null | undefined;
+    if (!sock) return;
+    const { log } = this.deps;
+    const observations = this.#observations;
+    const [libraryListener] = sock.listeners('message') as Array<
+      (msg: Buffer, rsinfo: RemoteInfo) => void
+    >;
+    if (!libraryListener) return;
+    sock.removeListener('message', libraryListener);
+    sock.on('message', (msg: Buffer, rsinfo: RemoteInfo) => {
+      const verdict = inspectDatagram(msg);
+      if (verdict.kind === 'pass') {
+        const h = parseHeader(msg);
+        if (h && h.code === 0 && (h.type === MESSAGE_TYPE.ACK || h.type === MESSAGE_TYPE.RST)) {
+          observations.answered(endpointOf(rsinfo), h.messageId, h.type === MESSAGE_TYPE.RST);
+        }
+        libraryListener(msg, rsinfo);
+        return;
+      }
+      this.#malformed++;
+      log.debug({ peer: endpointOf(rsinfo), reason: verdict.reason }, 'coap datagram refused');
+      if (verdict.kind === 'answer') sock.send(verdict.reply, rsinfo.port, rsinfo.address);
+    });
+    const send = sock.send;
+    sock.send = function strictSend(this: Socket, ...args: unknown[]) {
+      const msg = args[0];
+      if (Buffer.isBuffer(msg)) {
+        const h = outgoingHeader(msg);
+        // send(msg, offset, length, port, address, cb) or send(msg, port, address, cb)
+        const [port, address] =
+          typeof args[3] === 'number' ? [args[3], args[4]] : [args[1], args[2]];
+        if (h && typeof port === 'number' && typeof address === 'string') {
+          observations.sent(endpointOf({ address, port }), h.type, h.messageId, h.token);
+        }
+      }
+      return (send as (...a: unknown[]) => void).apply(this, args);
+    } as Socket['send'];
+  }
+
+  /** Datagrams refused by the RFC 7252 checks and observation bounds, since start. */
+  get refusals(): {
+    malformedDatagrams: number;
+    observationsRefused: number;
+    observationsEnded: number;
+  } {
+    const { refused, ended } = this.#observations.counts;
+    return {
+      malformedDatagrams: this.#malformed,
+      observationsRefused: refused,
+      observationsEnded: ended,
+    };
   }
 
   /** Live CoAP observations (attributes and RPC). */

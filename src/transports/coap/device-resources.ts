@@ -16,41 +16,165 @@ import { parseJsonPayload as parseJson } from '../payload.js';
  * `/fw/{token}` and `/sw/{token}`. Domain errors are thrown and mapped by the server.
  */
 
+/** Bounds of CoAP observations (RFC 7641); see docs/security.md. */
+export interface ObservationLimits {
+  /** Live observations in total: a registration beyond it is answered 5.03. */
+  readonly maxTotal: number;
+  /** Live observations of one endpoint (address and port): the oldest ends for a new one. */
+  readonly maxPerEndpoint: number;
+  /** An observation not re-registered within this time ends (RFC 7641 §3.3.1, Max-Age). */
+  readonly lifetimeMs: number;
+  /** A confirmable notification not acknowledged within this time ends it (RFC 7641 §4.5). */
+  readonly ackTimeoutMs: number;
+}
+
+export const DEFAULT_OBSERVATION_LIMITS: ObservationLimits = Object.freeze({
+  maxTotal: 10_000,
+  maxPerEndpoint: 16,
+  lifetimeMs: 86_400_000,
+  // RFC 7252 §4.8.2 MAX_TRANSMIT_SPAN: the library stops retransmitting by then.
+  ackTimeoutMs: 45_000,
+});
+
+interface Observation {
+  readonly res: OutgoingMessage;
+  readonly endpoint: string;
+  readonly token: string;
+  readonly lifetime: NodeJS.Timeout;
+}
+
 /**
  * Live observations by peer, device and resource. A new registration from the same peer replaces
- * the old one, and `Observe: 1` ends it (reference §2.3, RFC 7641 §3.6).
+ * the old one, and `Observe: 1` ends it (reference §2.3, RFC 7641 §3.6). An observation also
+ * ends when a confirmable notification is not acknowledged or is answered with a RST (RFC 7641
+ * §3.6, §4.5), when its lifetime passes without a re-registration, and when its endpoint opens
+ * more than its share; the total is capped.
  */
 export class Observations {
-  readonly #live = new Map<string, OutgoingMessage>();
+  readonly #live = new Map<string, Observation>();
+  /** Keys by `endpoint|token`: notifications are matched to observations by their token. */
+  readonly #byToken = new Map<string, string>();
+  /** Keys of each endpoint, oldest first. */
+  readonly #byEndpoint = new Map<string, Set<string>>();
+  /** Confirmable notifications waiting for their ACK, by `endpoint|messageId`. */
+  readonly #unacked = new Map<string, { key: string; timer: NodeJS.Timeout }>();
+  readonly #limits: ObservationLimits;
+  #refused = 0;
+  #expired = 0;
 
-  key(req: IncomingMessage, deviceId: string, resource: string): string {
-    return `${req.rsinfo.address}|${req.rsinfo.port}|${deviceId}|${resource}`;
+  constructor(
+    limits: Partial<ObservationLimits> = {},
+    private readonly onEnd: (key: string, reason: string) => void = () => undefined,
+  ) {
+    this.#limits = { ...DEFAULT_OBSERVATION_LIMITS, ...limits };
   }
 
-  add(key: string, res: OutgoingMessage, release: () => void): void {
+  key(req: IncomingMessage, deviceId: string, resource: string): string {
+    return `${endpointOf(req.rsinfo)}|${deviceId}|${resource}`;
+  }
+
+  /**
+   * Registers an observation; false when the total is at its bound (the caller answers 5.03 and
+   * `release` is not kept).
+   */
+  add(key: string, req: IncomingMessage, res: OutgoingMessage, release: () => void): boolean {
     this.end(key);
-    this.#live.set(key, res);
+    const endpoint = endpointOf(req.rsinfo);
+    let mine = this.#byEndpoint.get(endpoint);
+    if (mine && mine.size >= this.#limits.maxPerEndpoint) {
+      const oldest = mine.values().next().value;
+      if (oldest !== undefined) this.#end(oldest, 'endpoint observation limit');
+    }
+    if (this.#live.size >= this.#limits.maxTotal) {
+      this.#refused++;
+      return false;
+    }
+    const token = `${endpoint}|${req._packet.token?.toString('hex') ?? ''}`;
+    const lifetime = setTimeout(() => this.#end(key, 'lifetime passed'), this.#limits.lifetimeMs);
+    lifetime.unref();
+    this.#live.set(key, { res, endpoint, token, lifetime });
+    this.#byToken.set(token, key);
+    mine = this.#byEndpoint.get(endpoint) ?? new Set();
+    mine.add(key);
+    this.#byEndpoint.set(endpoint, mine);
     const done = () => {
       release();
-      if (this.#live.get(key) === res) this.#live.delete(key);
+      if (this.#live.get(key)?.res === res) this.#forget(key);
     };
     res.once('finish', done);
     res.once('error', done);
+    return true;
+  }
+
+  /** A datagram the server sends: a confirmable notification starts its ACK wait. */
+  sent(endpoint: string, type: number, messageId: number, token: Buffer): void {
+    if (type !== 0 || token.length === 0) return;
+    const key = this.#byToken.get(`${endpoint}|${token.toString('hex')}`);
+    const id = `${endpoint}|${messageId}`;
+    // A retransmission keeps the first wait.
+    if (key === undefined || this.#unacked.has(id)) return;
+    const timer = setTimeout(() => {
+      this.#unacked.delete(id);
+      this.#end(key, 'confirmable notification not acknowledged');
+    }, this.#limits.ackTimeoutMs);
+    timer.unref();
+    this.#unacked.set(id, { key, timer });
+  }
+
+  /** An Empty ACK or RST from `endpoint`: a RST to a notification ends its observation. */
+  answered(endpoint: string, messageId: number, reset: boolean): void {
+    const id = `${endpoint}|${messageId}`;
+    const wait = this.#unacked.get(id);
+    if (!wait) return;
+    clearTimeout(wait.timer);
+    this.#unacked.delete(id);
+    if (reset) this.#end(wait.key, 'client answered a notification with RST');
   }
 
   end(key: string): void {
     const old = this.#live.get(key);
+    if (!old) return;
+    this.#forget(key);
+    old.res.end();
+  }
+
+  #end(key: string, reason: string): void {
+    if (!this.#live.has(key)) return;
+    this.#expired++;
+    this.onEnd(key, reason);
+    this.end(key);
+  }
+
+  #forget(key: string): void {
+    const o = this.#live.get(key);
+    if (!o) return;
+    clearTimeout(o.lifetime);
     this.#live.delete(key);
-    old?.end();
+    if (this.#byToken.get(o.token) === key) this.#byToken.delete(o.token);
+    const mine = this.#byEndpoint.get(o.endpoint);
+    mine?.delete(key);
+    if (mine?.size === 0) this.#byEndpoint.delete(o.endpoint);
   }
 
   endAll(): void {
     for (const key of [...this.#live.keys()]) this.end(key);
+    for (const { timer } of this.#unacked.values()) clearTimeout(timer);
+    this.#unacked.clear();
   }
 
   get size(): number {
     return this.#live.size;
   }
+
+  /** Registrations refused at the total bound, and observations ended by a bound, since start. */
+  get counts(): { refused: number; ended: number } {
+    return { refused: this.#refused, ended: this.#expired };
+  }
+}
+
+/** An endpoint (RFC 7252 §1.2): address and port. */
+export function endpointOf(rsinfo: { address: string; port: number }): string {
+  return `${rsinfo.address}|${rsinfo.port}`;
 }
 
 interface Ctx {
@@ -207,29 +331,59 @@ function cancel(ctx: Ctx, device: DeviceIdentity, resource: string): void {
 /** §2.3: the first notification is every shared attribute, then one per change. */
 function observeAttributes(ctx: Ctx, device: DeviceIdentity): void {
   const { res, core } = ctx;
+  const sub = observe(ctx, device, 'attributes');
+  if (!sub) return;
   res.setOption('Content-Format', JSON_FORMAT);
   res.write(flatAttributesJson(core.attributes.get(device.id, 'SHARED_SCOPE')));
-  const sub = core.attributes.subscribe(device.id, (update) => res.write(sharedUpdateJson(update)));
-  ctx.observations.add(ctx.observations.key(ctx.req, device.id, 'attributes'), res, () =>
-    sub.unsubscribe(),
-  );
+  sub.set(core.attributes.subscribe(device.id, (update) => res.write(sharedUpdateJson(update))));
 }
 
 /** §3.3: 2.03 at once, then a 2.05 notification `{id, method, params}` per request. */
 function observeRpc(ctx: Ctx, device: DeviceIdentity): void {
   const { res, core } = ctx;
+  const sub = observe(ctx, device, 'rpc');
+  if (!sub) return;
   const response = res as OutgoingMessage & { statusCode: string };
   response.statusCode = '2.03';
   res.write(Buffer.alloc(0));
   response.statusCode = '2.05';
   res.setOption('Content-Format', JSON_FORMAT);
-  const sub = core.rpc.subscribe(device.id, (request) => {
-    res.write(JSON.stringify(request));
-    core.rpc.delivered(device.id, request.id);
-  });
-  ctx.observations.add(ctx.observations.key(ctx.req, device.id, 'rpc'), res, () =>
-    sub.unsubscribe(),
+  sub.set(
+    core.rpc.subscribe(device.id, (request) => {
+      res.write(JSON.stringify(request));
+      core.rpc.delivered(device.id, request.id);
+    }),
   );
+}
+
+/**
+ * Registers an observation; returns where to put its subscription, or undefined when the bound
+ * on observations refused it (answered 5.03, RFC 7641 §4.1: the client is not added).
+ */
+function observe(
+  ctx: Ctx,
+  device: DeviceIdentity,
+  resource: string,
+): { set: (sub: { unsubscribe(): void }) => void } | undefined {
+  let subscription: { unsubscribe(): void } | undefined;
+  let ended = false;
+  const release = () => {
+    ended = true;
+    subscription?.unsubscribe();
+  };
+  const key = ctx.observations.key(ctx.req, device.id, resource);
+  if (!ctx.observations.add(key, ctx.req, ctx.res, release)) {
+    // An observe stream sends its `statusCode`; with no payload it carries no Observe option.
+    (ctx.res as OutgoingMessage & { statusCode: string }).statusCode = '5.03';
+    ctx.res.end();
+    return undefined;
+  }
+  return {
+    set: (sub) => {
+      subscription = sub;
+      if (ended) sub.unsubscribe();
+    },
+  };
 }
 
 /** §4: the reply as 2.05; no reply within the CoAP wait answers 5.04 (our choice, documented). */
