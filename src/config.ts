@@ -49,6 +49,11 @@ export interface Config {
     readonly loginMaxFailures: number;
     readonly loginFailureWindowSec: number;
     readonly loginLockoutSec: number;
+    readonly loginMaxFailuresPerAddress: number;
+    readonly deviceAuthMaxFailures: number;
+    readonly deviceAuthWindowSec: number;
+    readonly deviceAuthThrottleSec: number;
+    readonly deviceAuthDelayMs: number;
   };
   readonly claim: { readonly durationMs: number };
   readonly limits: { readonly requestStoredBytes: number };
@@ -346,7 +351,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 1,
     max: 1000,
     default: 5,
-    help: 'Failed logins from one address within the window before it is throttled',
+    help: 'Failed logins of one account from one address within the window before that account is throttled there',
   },
   {
     path: 'auth.loginFailureWindowSec',
@@ -364,7 +369,52 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 1,
     max: 86_400,
     default: 300,
-    help: 'How long a throttled address gets 429 on login',
+    help: 'How long a throttled account (or address) gets 429 on login',
+  },
+  {
+    path: 'auth.loginMaxFailuresPerAddress',
+    env: 'EDGE_LOGIN_MAX_FAILURES_PER_ADDRESS',
+    type: 'int',
+    min: 1,
+    max: 100_000,
+    default: 50,
+    help: 'Failed logins from one address over all accounts within the window before every login from it is throttled',
+  },
+  {
+    path: 'auth.deviceAuthMaxFailures',
+    env: 'EDGE_DEVICE_AUTH_MAX_FAILURES',
+    type: 'int',
+    min: 1,
+    max: 100_000,
+    default: 10,
+    help: 'Failed MQTT/CoAP device authentications from one address within the window before its failures are throttled',
+  },
+  {
+    path: 'auth.deviceAuthWindowSec',
+    env: 'EDGE_DEVICE_AUTH_WINDOW_SEC',
+    type: 'int',
+    min: 1,
+    max: 86_400,
+    default: 60,
+    help: 'Window for counting failed device authentications',
+  },
+  {
+    path: 'auth.deviceAuthThrottleSec',
+    env: 'EDGE_DEVICE_AUTH_THROTTLE_SEC',
+    type: 'int',
+    min: 1,
+    max: 86_400,
+    default: 60,
+    help: 'How long an address stays throttled after too many failed device authentications',
+  },
+  {
+    path: 'auth.deviceAuthDelayMs',
+    env: 'EDGE_DEVICE_AUTH_DELAY_MS',
+    type: 'int',
+    min: 0,
+    max: 60_000,
+    default: 2000,
+    help: 'Delay of each MQTT CONNACK refusal to a throttled address (CoAP answers 4.29 at once)',
   },
   {
     path: 'claim.durationMs',

@@ -8,6 +8,7 @@ import { AttributeService } from './attributes/attribute-service.js';
 import { AuditService } from './audit/audit-service.js';
 import { AuthService } from './auth/auth-service.js';
 import type { SharedDeviceAccess } from './auth/authorization.js';
+import { DeviceAuthThrottle } from './auth/device-auth-throttle.js';
 import { ClaimService } from './claims/claim-service.js';
 import type { Config, Secrets } from './config.js';
 import { CustomerService } from './customers/customer-service.js';
@@ -492,6 +493,7 @@ export interface Services {
   readonly rules: Rules;
   readonly scheduler: Scheduler;
   readonly schedulerEvents: SchedulerEventService;
+  readonly deviceAuth: DeviceAuthThrottle;
 }
 
 /**
@@ -647,12 +649,20 @@ async function buildServices(
     processor: rules.engine,
   });
   schedulerEvents.start();
+  const deviceAuthThrottle = new DeviceAuthThrottle({
+    maxFailures: config.auth.deviceAuthMaxFailures,
+    windowMs: config.auth.deviceAuthWindowSec * 1000,
+    throttleMs: config.auth.deviceAuthThrottleSec * 1000,
+    delayMs: config.auth.deviceAuthDelayMs,
+    log: loggers.auth,
+  });
   return {
     tenants,
     audit,
     customers,
     users,
     auth,
+    deviceAuth: deviceAuthThrottle,
     profiles,
     devices,
     attributes,

@@ -42,7 +42,10 @@ export interface AuthServiceDeps {
 }
 
 export class AuthService {
+  /** Failed logins per account and address: one user's typos lock out only that user there. */
   readonly #throttle: LoginThrottle;
+  /** Failed logins per address over every account (password spraying), at a higher bound. */
+  readonly #addressThrottle: LoginThrottle;
   #key: Uint8Array | undefined;
   /** The secret imported once as an HMAC key: jose would import raw bytes on every call. */
   #cryptoKey: Promise<CryptoKey> | undefined;
@@ -51,6 +54,11 @@ export class AuthService {
     const a = deps.config.auth;
     this.#throttle = new LoginThrottle({
       maxFailures: a.loginMaxFailures,
+      windowMs: a.loginFailureWindowSec * 1000,
+      lockoutMs: a.loginLockoutSec * 1000,
+    });
+    this.#addressThrottle = new LoginThrottle({
+      maxFailures: a.loginMaxFailuresPerAddress,
       windowMs: a.loginFailureWindowSec * 1000,
       lockoutMs: a.loginLockoutSec * 1000,
     });
@@ -80,9 +88,14 @@ export class AuthService {
   }
 
   async login(username: unknown, password: unknown, address: string): Promise<JwtPair> {
-    const retry = this.#throttle.retryAfterSec(address);
+    // Account names are case-insensitive e-mails; a non-string is counted under ''.
+    const pair = `${address}|${typeof username === 'string' ? username.toLowerCase() : ''}`;
+    const retry = Math.max(
+      this.#throttle.retryAfterSec(pair),
+      this.#addressThrottle.retryAfterSec(address),
+    );
     if (retry > 0) {
-      this.deps.log.warn({ address }, 'login throttled');
+      this.deps.log.warn({ address, username }, 'login throttled');
       this.#auditLogin(
         typeof username === 'string' ? username : '',
         undefined,
@@ -95,7 +108,8 @@ export class AuthService {
     }
     const row = await this.deps.users.verifyCredentials(username, password);
     if (!row) {
-      this.#throttle.recordFailure(address);
+      this.#throttle.recordFailure(pair);
+      this.#addressThrottle.recordFailure(address);
       this.deps.log.info({ address, username }, 'login failed');
       this.#auditLogin(
         username,
@@ -105,11 +119,12 @@ export class AuthService {
       throw new AuthenticationError('Invalid username or password');
     }
     if (!row.enabled) {
-      this.#throttle.recordFailure(address);
+      this.#throttle.recordFailure(pair);
+      this.#addressThrottle.recordFailure(address);
       this.#auditLogin(username, row, 'User account is not active');
       throw new AuthenticationError('User account is not active');
     }
-    this.#throttle.recordSuccess(address);
+    this.#throttle.recordSuccess(pair);
     this.deps.log.info({ userId: row.id }, 'login');
     this.#auditLogin(username, row);
     return this.issue(row);

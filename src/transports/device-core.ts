@@ -1,4 +1,5 @@
 import type { AttributeService } from '../attributes/attribute-service.js';
+import type { DeviceAuthThrottle } from '../auth/device-auth-throttle.js';
 import type { ClaimService } from '../claims/claim-service.js';
 import type { ActivityService } from '../devices/activity-service.js';
 import type { DeviceMessageService } from '../messages/device-message-service.js';
@@ -28,4 +29,6 @@ export interface DeviceCore {
    * each becomes a message for the processing entry point once committed.
    */
   readonly messages: DeviceMessageService;
+  /** Failed MQTT/CoAP authentications per source address (issue 20). */
+  readonly deviceAuth: DeviceAuthThrottle;
 }

@@ -6,7 +6,12 @@ import {
   sharedUpdateJson,
 } from '../../attributes/payloads.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
-import { AuthenticationError, TimeoutError, ValidationError } from '../../errors.js';
+import {
+  AuthenticationError,
+  TimeoutError,
+  TooManyRequestsError,
+  ValidationError,
+} from '../../errors.js';
 import type { DeviceCore } from '../device-core.js';
 import { parseJsonPayload as parseJson } from '../payload.js';
 
@@ -208,9 +213,15 @@ function methodNotAllowed(): never {
   throw new CoapStatus('4.05');
 }
 
-function authenticate(devices: DeviceService, token: string | undefined): DeviceIdentity {
-  const device = token ? devices.byAccessToken(token) : undefined;
-  if (!device) throw new AuthenticationError('unknown access token');
+function authenticate(ctx: Ctx, token: string | undefined): DeviceIdentity {
+  const device = token ? ctx.devices.byAccessToken(token) : undefined;
+  if (!device) {
+    // RFC 8516 4.29 for an address throttled after too many failures (issue 20).
+    if (ctx.core.deviceAuth.failed(ctx.req.rsinfo.address, 'coap') !== undefined) {
+      throw new TooManyRequestsError('too many failed authentications from this address');
+    }
+    throw new AuthenticationError('unknown access token');
+  }
   return device;
 }
 
@@ -244,7 +255,7 @@ export async function handleDeviceRequest(
     }
     // Reference §10: a path too short to hold a token is 4.01, an unknown feature 4.00.
     if (parts.length < 4) throw new AuthenticationError('no access token in the path');
-    const device = authenticate(deps.devices, parts[2]);
+    const device = authenticate(ctx, parts[2]);
     deps.core.activity.record(device);
     await feature(ctx, device, parts[3], parts.slice(4));
   } catch (err) {
@@ -405,7 +416,7 @@ function provision(ctx: Ctx): void {
 
 /** §7.2: `GET /fw/{token}?title=&version=&size=&chunk=`; Block2 is handled by the CoAP library. */
 function firmware(ctx: Ctx, type: 'FIRMWARE' | 'SOFTWARE', token: string): void {
-  const device = authenticate(ctx.devices, token);
+  const device = authenticate(ctx, token);
   ctx.core.activity.record(device);
   const int = (name: string): number | undefined => {
     const raw = ctx.query.get(name);

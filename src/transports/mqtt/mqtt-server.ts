@@ -64,6 +64,16 @@ function refusalCode(
   }
 }
 
+/** Bound of the refusals held back at once (each holds a paused connection). */
+const MAX_DELAYED_REFUSALS = 1000;
+
+/** The peer address of a TCP, TLS or WebSocket connection. */
+function remoteAddress(client: Client): string {
+  const conn = client.conn as { remoteAddress?: string };
+  const req = (client as { req?: { socket?: { remoteAddress?: string } } }).req;
+  return conn.remoteAddress ?? req?.socket?.remoteAddress ?? 'unknown';
+}
+
 function refusal(message: string, returnCode: number): AuthenticateError {
   const err = new Error(message) as AuthenticateError;
   err.returnCode = returnCode;
@@ -83,6 +93,8 @@ export class MqttServer {
   /** Aedes' connection handler with the strict string check (strict.ts) added. */
   #handle: ((conn: Parameters<Aedes['handle']>[0], req?: IncomingMessage) => void) | undefined;
   readonly #sessions = new WeakMap<Client, Session>();
+  /** CONNACK refusals held back for throttled addresses, now. */
+  #delayed = 0;
   /** One connection per device: a newer one takes over (reference §8.5). */
   readonly #byDevice = new Map<string, Client>();
 
@@ -107,10 +119,20 @@ export class MqttServer {
         }
         if (result.kind === 'refused') {
           log.info({ clientId: client.id, reason: result.reason }, 'mqtt connect refused');
-          done(
-            refusal(`connection refused: ${result.reason}`, refusalCode(result, client.version)),
-            false,
-          );
+          const refuse = () =>
+            done(
+              refusal(`connection refused: ${result.reason}`, refusalCode(result, client.version)),
+              false,
+            );
+          // A throttled address gets its refusals slowly (issue 20); a bounded number wait.
+          const delay = this.deps.core.deviceAuth.failed(remoteAddress(client), 'mqtt');
+          if (delay && this.#delayed < MAX_DELAYED_REFUSALS) {
+            this.#delayed++;
+            setTimeout(() => {
+              this.#delayed--;
+              refuse();
+            }, delay).unref();
+          } else refuse();
           return;
         }
         // Aedes takes a session over by client id alone [MQTT-3.1.4-2]; a client id is scoped to
