@@ -13,6 +13,7 @@ export type ErrorCode =
   | 'GW_ERR_PAYLOAD_TOO_LARGE'
   | 'GW_ERR_TIMEOUT'
   | 'GW_ERR_UNAVAILABLE'
+  | 'GW_ERR_INSUFFICIENT_STORAGE'
   | 'GW_ERR_INTERNAL';
 
 export class GatewayError extends Error {
@@ -97,9 +98,35 @@ export class TimeoutError extends GatewayError {
 /** The gateway is starting or stopping and cannot take the request. */
 export class UnavailableError extends GatewayError {
   override name = 'UnavailableError';
-  constructor(message = 'Service unavailable') {
-    super('GW_ERR_UNAVAILABLE', message);
+  constructor(message = 'Service unavailable', options?: ErrorOptions) {
+    super('GW_ERR_UNAVAILABLE', message, options);
   }
+}
+
+/** The disk is full: a write was refused and nothing of it stored (HTTP 507). */
+export class StorageFullError extends GatewayError {
+  override name = 'StorageFullError';
+  constructor(message = 'Storage is full: the data was not stored', options?: ErrorOptions) {
+    super('GW_ERR_INSUFFICIENT_STORAGE', message, options);
+  }
+}
+
+/**
+ * Turns a storage driver's failure (SQLite result codes, read from `err.code`) into a domain
+ * error, for the transports' single error translation: a full disk is StorageFullError, a busy
+ * database or an I/O error is UnavailableError. Anything else is returned as it was.
+ */
+export function fromStorageError(err: unknown): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return err;
+  if (code === 'SQLITE_FULL') return new StorageFullError(undefined, { cause: err });
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) {
+    return new UnavailableError('Storage is busy: the data was not stored, retry', { cause: err });
+  }
+  if (code.startsWith('SQLITE_IOERR')) {
+    return new UnavailableError('Storage I/O error: the data was not stored', { cause: err });
+  }
+  return err;
 }
 
 /** A schema in the database is newer than this build, or a migration failed. */

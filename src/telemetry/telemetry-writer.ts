@@ -55,6 +55,8 @@ interface Job extends CommittedItem {
 export class TelemetryWriter {
   readonly #deps: TelemetryWriterDeps;
   #queue: Job[] = [];
+  /** The last commit failed for a full disk (logged once). */
+  #diskFull = false;
   #queued = 0;
   #timer: NodeJS.Timeout | undefined;
   #immediate: NodeJS.Immediate | undefined;
@@ -158,11 +160,25 @@ export class TelemetryWriter {
       dropped = this.#deps.store.write(batch).dropped;
     } catch (err) {
       this.#deps.onCommitTiming?.(performance.now() - started, false);
-      this.#deps.log.error({ err, points, jobs: batch.length }, 'telemetry commit failed');
+      const full = (err as { code?: unknown }).code === 'SQLITE_FULL';
+      // A full disk is logged once until a commit succeeds again; the writes are refused (507).
+      if (!full)
+        this.#deps.log.error({ err, points, jobs: batch.length }, 'telemetry commit failed');
+      else if (!this.#diskFull) {
+        this.#diskFull = true;
+        this.#deps.log.error(
+          { err },
+          'disk full: telemetry writes are refused until space returns',
+        );
+      }
       for (const job of batch) job.reject(err);
       return;
     }
     this.#deps.onCommitTiming?.(performance.now() - started, true);
+    if (this.#diskFull) {
+      this.#diskFull = false;
+      this.#deps.log.info('disk has space again: telemetry writes resumed');
+    }
     this.#batches++;
     this.#points += points;
     if (this.#moved) {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type IncomingMessage, type OutgoingMessage, type Server } from 'coap';
 import type { Logger } from 'pino';
 import type { DeviceService } from '../../devices/device-service.js';
-import { type ErrorCode, GatewayError } from '../../errors.js';
+import { type ErrorCode, fromStorageError, GatewayError } from '../../errors.js';
 import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
 import { deviceApiMessageType } from '../message-type.js';
@@ -38,6 +38,7 @@ const CODE: Record<ErrorCode, string> = {
   GW_ERR_TOO_MANY_REQUESTS: '4.29',
   GW_ERR_TIMEOUT: '5.04',
   GW_ERR_UNAVAILABLE: '5.03',
+  GW_ERR_INSUFFICIENT_STORAGE: '5.03',
   GW_ERR_INTERNAL: '5.00',
 };
 
@@ -71,7 +72,8 @@ export class CoapServer {
             this.deps.meter('coap', deviceApiMessageType(req.method, req.url));
           }
         },
-        (err: unknown) => {
+        (raw: unknown) => {
+          const err = fromStorageError(raw);
           const code = err instanceof GatewayError ? CODE[err.code] : '5.00';
           if (code === '5.00') log.error({ err, url: req.url }, 'coap request failed');
           else

@@ -4,6 +4,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Logger } from 'pino';
 import {
   type ErrorCode,
+  fromStorageError,
   GatewayError,
   TokenExpiredError,
   TooManyRequestsError,
@@ -19,6 +20,7 @@ const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   GW_ERR_TOO_MANY_REQUESTS: 429,
   GW_ERR_TIMEOUT: 408,
   GW_ERR_UNAVAILABLE: 503,
+  GW_ERR_INSUFFICIENT_STORAGE: 507,
   GW_ERR_INTERNAL: 500,
 };
 
@@ -64,10 +66,12 @@ export interface ErrorReply {
  * lane). Client errors log at info, server errors at error with the cause; the process never
  * goes down for a bad request.
  */
-export function errorReply(err: Error, method: string, path: string, log: Logger): ErrorReply {
+export function errorReply(raw: Error, method: string, path: string, log: Logger): ErrorReply {
+  const err = fromStorageError(raw) as Error;
   const status = statusOf(err);
   const message = status === 500 ? 'Internal server error' : err.message;
-  if (status >= 500 && status !== 503) {
+  // A busy or full disk is logged where it happens (once), not per refused request.
+  if (status >= 500 && status !== 503 && status !== 507) {
     log.error({ err, method, path }, 'request failed');
   } else {
     log.info({ status, method, path, reason: err.message }, 'request rejected');

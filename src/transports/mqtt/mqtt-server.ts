@@ -7,7 +7,7 @@ import { Aedes, type AuthenticateError, type Client, type PublishPacket } from '
 import type { Logger } from 'pino';
 import { createWebSocketStream, WebSocketServer } from 'ws';
 import type { DeviceService, MqttAuthResult } from '../../devices/device-service.js';
-import { GatewayError, ValidationError } from '../../errors.js';
+import { fromStorageError, GatewayError, ValidationError } from '../../errors.js';
 import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
 import { DeviceSession, ProvisionSession, type Send } from './device-session.js';
@@ -272,7 +272,8 @@ export class MqttServer {
         if (session instanceof ProvisionSession) setImmediate(() => client.close());
       }
       return false;
-    } catch (err) {
+    } catch (raw) {
+      const err = fromStorageError(raw);
       const invalid = err instanceof ValidationError;
       const reason = (err as Error).message;
       if (err instanceof GatewayError) {
