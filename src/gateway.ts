@@ -10,6 +10,7 @@ import { AuthService } from './auth/auth-service.js';
 import type { SharedDeviceAccess } from './auth/authorization.js';
 import { DeviceAuthThrottle } from './auth/device-auth-throttle.js';
 import { ClaimService } from './claims/claim-service.js';
+import { ServerClock } from './common/clock.js';
 import type { Config, Secrets } from './config.js';
 import { CustomerService } from './customers/customer-service.js';
 import { DashboardService } from './dashboards/dashboard-service.js';
@@ -97,6 +98,8 @@ export interface GatewayOverrides {
   readonly messageProcessor?:
     | MessageProcessor
     | ((services: Services, standard: MessageProcessor) => MessageProcessor);
+  /** The wall clock (default Date.now); fault drills make it jump. */
+  readonly wallClock?: () => number;
 }
 
 export interface Ports {
@@ -210,6 +213,7 @@ export class Gateway implements AsyncDisposable {
       this.metrics.start();
       const secrets = this.overrides.secrets ?? {};
       this.#services = await buildServices(db, this.config, secrets, this.bus, this.loggers, {
+        clock: new ServerClock(this.overrides.wallClock),
         onCommitTiming: (ms, ok) => {
           this.metrics.commit(ms, ok);
           dbHealth.commit(ms, ok);
@@ -514,8 +518,9 @@ async function buildServices(
   secrets: Secrets,
   bus: EventBus,
   loggers: Loggers,
-  hooks: { onCommitTiming?: (ms: number, ok: boolean) => void } = {},
+  hooks: { onCommitTiming?: (ms: number, ok: boolean) => void; clock?: ServerClock } = {},
 ): Promise<Services> {
+  const clock = hooks.clock ?? new ServerClock();
   const tenants = new TenantService({ db });
   tenants.init();
   const audit = new AuditService({ db, tenants, log: loggers.auth });
@@ -555,6 +560,8 @@ async function buildServices(
     config: config.telemetry,
     onCommitTiming: hooks.onCommitTiming,
     limits: { ...TELEMETRY_LIMITS, maxStoredBytes: config.limits.requestStoredBytes },
+    // Server timestamps never run backwards when the wall clock jumps (common/clock.ts).
+    now: clock.now,
   });
   telemetry.start();
   const attributes = new AttributeService({
@@ -565,7 +572,7 @@ async function buildServices(
     maxRequestStoredBytes: config.limits.requestStoredBytes,
   });
   attributes.start();
-  const rpc = new RpcService({ db, devices, tenants, bus, log: loggers.rpc });
+  const rpc = new RpcService({ db, devices, tenants, bus, log: loggers.rpc, now: clock.now });
   rpc.start();
   const clientRpc = new ClientRpcService({ log: loggers.rpc });
   const claims = new ClaimService({

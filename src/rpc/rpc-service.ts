@@ -29,6 +29,11 @@ export interface RpcServiceDeps {
   readonly defaultTimeoutMs?: number;
   /** `server.rest.server_side_rpc.min_timeout`, default 5000 ms. */
   readonly minTimeoutMs?: number;
+  /**
+   * Server time (default Date.now); the gateway passes a clock that never runs backwards
+   * (common/clock.ts), so that a wall clock set back does not hold an RPC past its timeout.
+   */
+  readonly now?: () => number;
 }
 
 const rpcBody = z.object({
@@ -87,7 +92,7 @@ export class RpcService {
 
   /** Reloads persistent RPCs that may still be delivered or answered, and expires the rest. */
   start(): void {
-    const now = Date.now();
+    const now = this.#now();
     let restored = 0;
     for (const row of this.#store.open()) {
       if (row.expiration_time <= now) {
@@ -125,7 +130,7 @@ export class RpcService {
     }
     const device = this.#device(deviceId);
     if (this.#closed) throw new UnavailableError('Gateway is stopping');
-    const now = Date.now();
+    const now = this.#now();
     // §3.1: expiry = now + max(min_timeout, timeout) unless expirationTime is given.
     const expirationTime =
       input.expirationTime ??
@@ -339,11 +344,15 @@ export class RpcService {
     this.#arm(live);
   }
 
+  #now(): number {
+    return this.deps.now?.() ?? Date.now();
+  }
+
   /** Node fires longer timeouts than 2^31-1 ms at once: far expiries are re-armed in steps. */
   #arm(live: LiveRpc): void {
-    const delay = Math.min(Math.max(0, live.expirationTime - Date.now()), MAX_TIMER_MS);
+    const delay = Math.min(Math.max(0, live.expirationTime - this.#now()), MAX_TIMER_MS);
     live.timer = setTimeout(() => {
-      if (Date.now() < live.expirationTime) this.#arm(live);
+      if (this.#now() < live.expirationTime) this.#arm(live);
       else this.#expire(live);
     }, delay);
   }

@@ -33,6 +33,8 @@ export interface StartOptions {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** The processing entry point instead of the gateway's own (GatewayOverrides). */
   readonly messageProcessor?: GatewayOverrides['messageProcessor'];
+  /** The gateway's wall clock (fault drills make it jump). */
+  readonly wallClock?: GatewayOverrides['wallClock'];
 }
 
 /** Starts a real gateway on ephemeral loopback ports with a temp data directory. */
@@ -53,6 +55,7 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     logDestination: { write: (line: string) => void logs.push(JSON.parse(line)) },
     env: opts.env ?? {},
     messageProcessor: opts.messageProcessor,
+    wallClock: opts.wallClock,
   });
   await gw.start();
   const baseUrl = `http://127.0.0.1:${gw.ports.http}`;
