@@ -12,6 +12,9 @@ import { DeviceAuthThrottle } from './auth/device-auth-throttle.js';
 import { ClaimService } from './claims/claim-service.js';
 import { ServerClock } from './common/clock.js';
 import type { Config, Secrets } from './config.js';
+import { ConnectorService } from './connectors/connector-service.js';
+import type { ModbusConnectorConfig } from './connectors/modbus-config.js';
+import type { SerialConnectorConfig } from './connectors/serial-config.js';
 import { CustomerService } from './customers/customer-service.js';
 import { DashboardService } from './dashboards/dashboard-service.js';
 import { BACKUP_DIR, backupOpenDb, copyBeforeMigration } from './db/backup.js';
@@ -45,6 +48,7 @@ import { CoapServer } from './transports/coap/coap-server.js';
 import { createHttpApp, type HealthInfo } from './transports/http/app.js';
 import { attributeRoutes } from './transports/http/attribute-routes.js';
 import { auditRoutes } from './transports/http/audit-routes.js';
+import { connectorRoutes } from './transports/http/connector-routes.js';
 import type { HttpEnv } from './transports/http/context.js';
 import { customerRoutes } from './transports/http/customer-routes.js';
 import { DASHBOARD_SAVE_ROUTE, dashboardRoutes } from './transports/http/dashboard-routes.js';
@@ -76,7 +80,9 @@ import { ruleChainRoutes } from './transports/http/rule-chain-routes.js';
 import { schedulerRoutes } from './transports/http/scheduler-routes.js';
 import { telemetryRoutes } from './transports/http/telemetry-routes.js';
 import { userRoutes } from './transports/http/user-routes.js';
+import { ModbusMaster } from './transports/modbus/modbus-master.js';
 import { MqttServer } from './transports/mqtt/mqtt-server.js';
+import { SerialLineConnector } from './transports/serial/serial-reader.js';
 import { UserService } from './users/user-service.js';
 import { VERSION } from './version.js';
 
@@ -498,6 +504,7 @@ export interface Services {
   readonly scheduler: Scheduler;
   readonly schedulerEvents: SchedulerEventService;
   readonly deviceAuth: DeviceAuthThrottle;
+  readonly connectors: ConnectorService;
 }
 
 /**
@@ -663,6 +670,25 @@ async function buildServices(
     delayMs: config.auth.deviceAuthDelayMs,
     log: loggers.auth,
   });
+  const log = loggers.connectors;
+  const connectors = new ConnectorService({
+    db,
+    tenants,
+    devices,
+    messages,
+    attributes,
+    rpc,
+    activity,
+    bus,
+    log,
+    drivers: {
+      MODBUS: (parsed, sink) =>
+        new ModbusMaster({ config: parsed.config as ModbusConnectorConfig, sink, log }),
+      SERIAL: (parsed, sink) =>
+        new SerialLineConnector({ config: parsed.config as SerialConnectorConfig, sink, log }),
+    },
+  });
+  connectors.start();
   return {
     tenants,
     audit,
@@ -686,6 +712,7 @@ async function buildServices(
     rules,
     scheduler,
     schedulerEvents,
+    connectors,
   };
 }
 
@@ -717,6 +744,7 @@ function registerRuleMetrics(metrics: Metrics, rules: Rules): void {
 
 /** Stops services that own timers or pending writes, newest first. */
 async function stopServices(s: Services): Promise<void> {
+  await s.connectors.stop();
   s.scheduler.stop();
   s.rules.stop();
   s.activity.stop();
@@ -825,6 +853,7 @@ function apiRoutes(
       app: ruleChainRoutes({ chains: s.rules.chains, engine: s.rules.engine, requireUser: user }),
     },
     { path: '/api', app: schedulerRoutes({ events: s.schedulerEvents, requireUser: user }) },
+    { path: '/api', app: connectorRoutes({ connectors: s.connectors, requireUser: user }) },
     // `/api/noauth/*` and the password pages under `/login/`.
     { path: '/', app: noauthRoutes({ users: s.users, auth: s.auth }) },
   ];

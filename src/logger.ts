@@ -23,6 +23,7 @@ export const SUBSYSTEMS = [
   'mqtt',
   'coap',
   'systemd',
+  'connectors',
 ] as const;
 export type Subsystem = (typeof SUBSYSTEMS)[number];
 export type Loggers = Readonly<Record<Subsystem, Logger>> & { readonly root: Logger };

@@ -82,6 +82,9 @@ const MANAGE = {
 /** Unassign also refuses a device the tenant owns (nothing to unassign): 400. */
 const UNASSIGN = { ...MANAGE, tenantAdmin: [400, 200, 400, 400] };
 /** Status per caller for a row `on: 'none'`. */
+/** A connector id that exists nowhere. */
+const NO_CONNECTOR = '0b5b2b7e-3c55-4f4e-9d0e-2a7c1b9e4f10';
+
 const ANY = (tenantAdmin: number, userA: number, userB: number) => ({
   tenantAdmin: [tenantAdmin],
   userA: [userA],
@@ -278,6 +281,29 @@ export const ROWS: readonly Row[] = [
     expect: ANY(200, 404, 200),
   },
   { method: 'GET', path: `/api/tenant/dashboards?${PAGE}`, on: 'none', expect: ANY(200, 403, 403) },
+  // Connectors (issue 17) are the tenant administrator's. The body is refused (no `master`), and
+  // the id names no connector, so that no row changes the fixture.
+  { method: 'GET', path: '/api/connectors', on: 'none', expect: ANY(200, 403, 403) },
+  {
+    method: 'POST',
+    path: '/api/connector',
+    body: { name: 'matrix', type: 'MODBUS', enabled: false, configuration: {} },
+    on: 'none',
+    expect: ANY(400, 403, 403),
+  },
+  { method: 'GET', path: `/api/connector/${NO_CONNECTOR}`, on: 'none', expect: ANY(404, 403, 403) },
+  {
+    method: 'GET',
+    path: `/api/connector/${NO_CONNECTOR}/status`,
+    on: 'none',
+    expect: ANY(404, 403, 403),
+  },
+  {
+    method: 'DELETE',
+    path: `/api/connector/${NO_CONNECTOR}`,
+    on: 'none',
+    expect: ANY(404, 403, 403),
+  },
   {
     method: 'GET',
     path: `/api/customer/{A}/dashboards?${PAGE}`,

@@ -118,12 +118,14 @@ export class AttributeService {
   /**
    * Saves values already typed by the transport (see `parseTypedObject`). `source` says who
    * changed them (absent: the gateway itself); it travels on the `attributes.updated` event.
+   * `ts` is the update time (a connector passes the time the values were read).
    */
   saveTyped(
     deviceId: string,
     scope: AttributeScope,
     values: ReadonlyMap<string, KvValue>,
     source?: ChangeSource,
+    ts = Date.now(),
   ): TypedAttributeKv[] {
     const device = this.#device(deviceId);
     let stored = 0;
@@ -135,7 +137,6 @@ export class AttributeService {
     const max = this.deps.maxRequestStoredBytes ?? DEFAULT_MAX_REQUEST_STORED_BYTES;
     checkStoredBytes('Attribute payload', stored, max);
     if (values.size === 0) return [];
-    const ts = Date.now();
     this.#store.upsert(device.rid, scope, values, ts);
     const saved: TypedAttributeKv[] = [...values].map(([key, kv]) => ({
       key,

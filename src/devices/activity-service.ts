@@ -126,6 +126,23 @@ export class ActivityService {
     this.#persist(state, { active: true, lastActivityTime: state.lastActivityTime });
   }
 
+  /**
+   * The device stopped answering a poll (a connector's slave, issue 17): inactive at once rather
+   * than after the inactivity timeout, so that an inactivity alarm follows the bus.
+   */
+  lost(device: DeviceIdentity): void {
+    const state = this.#state(device);
+    if (!state.active) return;
+    const now = this.#now();
+    state.active = false;
+    state.lastInactivityAlarmTime = now;
+    this.#persist(state, {
+      active: false,
+      inactivityAlarmTime: now,
+      lastActivityTime: state.lastActivityTime,
+    });
+  }
+
   /** Marks devices past their timeout inactive and saves activity times. Runs periodically. */
   check(): void {
     const now = this.#now();

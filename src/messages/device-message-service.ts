@@ -238,9 +238,16 @@ export class DeviceMessageService {
     this.saveClientAttributes(device, parseTypedObject(text, { cast: true }));
   }
 
-  /** Client attributes already typed (several devices validated first: the gateway API). */
-  saveClientAttributes(device: DeviceIdentity, values: ReadonlyMap<string, KvValue>): void {
-    const saved = this.#deps.attributes.saveTyped(device.id, 'CLIENT_SCOPE', values, DEVICE);
+  /**
+   * Client attributes already typed (several devices validated first: the gateway API; a
+   * connector's poll, with `ts` the time they were read).
+   */
+  saveClientAttributes(
+    device: DeviceIdentity,
+    values: ReadonlyMap<string, KvValue>,
+    ts?: number,
+  ): void {
+    const saved = this.#deps.attributes.saveTyped(device.id, 'CLIENT_SCOPE', values, DEVICE, ts);
     if (saved.length === 0) return;
     this.#deferDevice(device.id, 'POST_ATTRIBUTES_REQUEST', () => ({
       metadata: { notifyDevice: 'false' },

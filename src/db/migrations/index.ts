@@ -9,6 +9,7 @@ import { m007EntityGroups } from './007-entity-groups.js';
 import { m008TelemetryStage } from './008-telemetry-stage.js';
 import { m009RuleChains } from './009-rule-chains.js';
 import { m010SchedulerEvents } from './010-scheduler-events.js';
+import { m011Connectors } from './011-connectors.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -22,4 +23,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m008TelemetryStage,
   m009RuleChains,
   m010SchedulerEvents,
+  m011Connectors,
 ];

@@ -1,0 +1,44 @@
+import { Hono } from 'hono';
+import { assertTenantAdmin } from '../../auth/authorization.js';
+import { requireUuid } from '../../common/entity.js';
+import type { ConnectorService } from '../../connectors/connector-service.js';
+import { type HttpEnv, readJson } from './context.js';
+import type { RequireUser } from './middleware.js';
+
+/**
+ * Connectors (issue 17), mounted at `/api`: create or update (`POST /connector`), list, get,
+ * delete and the running status with per-device counters. Tenant administrator only.
+ */
+export function connectorRoutes(deps: { connectors: ConnectorService; requireUser: RequireUser }) {
+  const { connectors } = deps;
+  const app = new Hono<HttpEnv>();
+  const connectorId = (raw: string | undefined) => requireUuid(raw, 'connectorId');
+
+  app.post('/connector', deps.requireUser, async (c) => {
+    assertTenantAdmin(c.var.principal);
+    return c.json(await connectors.save(await readJson(c)));
+  });
+
+  app.get('/connectors', deps.requireUser, (c) => {
+    assertTenantAdmin(c.var.principal);
+    return c.json(connectors.list());
+  });
+
+  app.get('/connector/:id', deps.requireUser, (c) => {
+    assertTenantAdmin(c.var.principal);
+    return c.json(connectors.get(connectorId(c.req.param('id'))));
+  });
+
+  app.get('/connector/:id/status', deps.requireUser, (c) => {
+    assertTenantAdmin(c.var.principal);
+    return c.json(connectors.status(connectorId(c.req.param('id'))));
+  });
+
+  app.delete('/connector/:id', deps.requireUser, async (c) => {
+    assertTenantAdmin(c.var.principal);
+    await connectors.delete(connectorId(c.req.param('id')));
+    return c.body(null, 200);
+  });
+
+  return app;
+}

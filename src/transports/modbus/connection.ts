@@ -1,0 +1,186 @@
+import modbusSerial from 'modbus-serial';
+import type { ModbusSlave } from '../../connectors/modbus-config.js';
+
+/**
+ * One Modbus connection (a serial port, or a TCP/UDP endpoint) through modbus-serial: the line
+ * loop's only view of the wire. Requests carry the unit id; the line serializes them.
+ */
+export interface ModbusConnection {
+  readonly isOpen: boolean;
+  open(): Promise<void>;
+  close(): Promise<void>;
+  /** Function codes 1, 2: coils or discrete inputs, in address order. */
+  readBits(
+    fc: 1 | 2,
+    unit: number,
+    address: number,
+    count: number,
+    timeoutMs: number,
+  ): Promise<boolean[]>;
+  /** Function codes 3, 4. */
+  readRegisters(
+    fc: 3 | 4,
+    unit: number,
+    address: number,
+    count: number,
+    timeoutMs: number,
+  ): Promise<number[]>;
+  writeCoils(
+    fc: 5 | 15,
+    unit: number,
+    address: number,
+    values: readonly boolean[],
+    timeoutMs: number,
+  ): Promise<void>;
+  writeRegisters(
+    fc: 6 | 16,
+    unit: number,
+    address: number,
+    values: readonly number[],
+    timeoutMs: number,
+  ): Promise<void>;
+  /** Called once when an open connection closes (cable, USB adapter, peer). */
+  onClose(listener: () => void): void;
+}
+
+/** The key that groups slaves on one connection: one port, or one `host:port` (reference §3). */
+export function lineKey(s: ModbusSlave): string {
+  if (s.type === 'serial') return s.serialPort;
+  return `${s.type}${s.method === 'rtu' ? '+rtu' : ''}://${s.host}:${s.tcpPort}`;
+}
+
+// @NOTE: modbus-serial is CommonJS with `module.exports.default = module.exports`; under NodeNext
+// its default import is the module object, whose `default` is the client class.
+const ModbusRTU = modbusSerial.default;
+type ModbusRTU = InstanceType<typeof ModbusRTU>;
+
+type Callback<T> = (err: Error | null, data?: T) => void;
+
+export class ModbusSerialConnection implements ModbusConnection {
+  #client: ModbusRTU | undefined;
+  #closeListener: (() => void) | undefined;
+
+  constructor(private readonly slave: ModbusSlave) {}
+
+  get isOpen(): boolean {
+    return this.#client?.isOpen === true;
+  }
+
+  async open(): Promise<void> {
+    const s = this.slave;
+    const client = new ModbusRTU();
+    // A connect that hangs ends after the slave's timeout.
+    client.setTimeout(s.timeoutMs);
+    if (s.type === 'serial') {
+      await client.connectRTUBuffered(s.serialPort, {
+        baudRate: s.baudrate,
+        dataBits: s.bytesize,
+        stopBits: s.stopbits,
+        parity: s.parity,
+      });
+    } else if (s.type === 'udp') {
+      await client.connectUDP(s.host, { port: s.tcpPort });
+    } else if (s.method === 'rtu') {
+      await client.connectTcpRTUBuffered(s.host, { port: s.tcpPort });
+    } else {
+      await client.connectTCP(s.host, { port: s.tcpPort });
+    }
+    this.#client = client;
+    let fired = false;
+    const closed = () => {
+      if (fired || this.#client !== client) return;
+      fired = true;
+      this.#closeListener?.();
+    };
+    client.on('close', closed);
+    // An error on an open port (EIO of an unplugged adapter) may come without a close.
+    client.on('error', closed);
+  }
+
+  close(): Promise<void> {
+    const client = this.#client;
+    this.#client = undefined;
+    if (!client) return Promise.resolve();
+    return new Promise((resolve) => {
+      try {
+        client.close(() => resolve());
+      } catch {
+        // Closing a port that the OS already removed throws; it is closed either way.
+        resolve();
+      }
+      // A port whose close never calls back (removed device) must not hang stop().
+      setTimeout(resolve, 1000).unref();
+    });
+  }
+
+  onClose(listener: () => void): void {
+    this.#closeListener = listener;
+  }
+
+  #call<T>(timeoutMs: number, run: (c: ModbusRTU, cb: Callback<T>) => void): Promise<T> {
+    const client = this.#client;
+    if (!client) return Promise.reject(new Error('Port Not Open'));
+    client.setTimeout(timeoutMs);
+    return new Promise<T>((resolve, reject) => {
+      run(client, (err, data) => (err ? reject(toError(err)) : resolve(data as T)));
+    });
+  }
+
+  readBits(
+    fc: 1 | 2,
+    unit: number,
+    address: number,
+    count: number,
+    timeoutMs: number,
+  ): Promise<boolean[]> {
+    return this.#call<{ data: boolean[] }>(timeoutMs, (c, cb) =>
+      fc === 1 ? c.writeFC1(unit, address, count, cb) : c.writeFC2(unit, address, count, cb),
+    ).then((r) => r.data.slice(0, count));
+  }
+
+  readRegisters(
+    fc: 3 | 4,
+    unit: number,
+    address: number,
+    count: number,
+    timeoutMs: number,
+  ): Promise<number[]> {
+    return this.#call<{ data: number[] }>(timeoutMs, (c, cb) =>
+      fc === 3 ? c.writeFC3(unit, address, count, cb) : c.writeFC4(unit, address, count, cb),
+    ).then((r) => r.data);
+  }
+
+  async writeCoils(
+    fc: 5 | 15,
+    unit: number,
+    address: number,
+    values: readonly boolean[],
+    timeoutMs: number,
+  ): Promise<void> {
+    await this.#call<unknown>(timeoutMs, (c, cb) =>
+      fc === 5
+        ? c.writeFC5(unit, address, values[0], cb)
+        : c.writeFC15(unit, address, [...values], cb),
+    );
+  }
+
+  async writeRegisters(
+    fc: 6 | 16,
+    unit: number,
+    address: number,
+    values: readonly number[],
+    timeoutMs: number,
+  ): Promise<void> {
+    await this.#call<unknown>(timeoutMs, (c, cb) =>
+      fc === 6
+        ? c.writeFC6(unit, address, values[0], cb)
+        : c.writeFC16(unit, address, [...values], cb),
+    );
+  }
+}
+
+function toError(err: unknown): Error {
+  if (err instanceof Error) return err;
+  const e = err as { message?: unknown };
+  return new Error(typeof e?.message === 'string' ? e.message : String(err));
+}
