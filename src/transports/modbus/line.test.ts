@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { pino } from 'pino';
+import { modbusConfigSchema } from '../../connectors/modbus-config.js';
+import type { ConnectorReading } from '../../connectors/types.js';
+import type { ModbusConnection } from './connection.js';
+import { Line, type LineClock } from './line.js';
+import { backoffMs, PollSchedule } from './schedule.js';
+
+/**
+ * Poll timing over an hour of simulated time (issue 17 §5): the clock is the only thing faked;
+ * each request takes a random 5-80 ms of simulated time and every timer fires up to 30 ms late,
+ * as on a loaded Pi. Readings must keep `pollPeriod` within 5 % and not drift from their grid.
+ */
+class SimClock implements LineClock {
+  t = 0;
+  readonly #timers: Array<{ at: number; fn: () => void; seq: number; live: boolean }> = [];
+  #seq = 0;
+  // A fixed-seed generator, so a failure can be replayed.
+  #seed = 12345;
+
+  random(): number {
+    this.#seed = (this.#seed * 1103515245 + 12345) % 2 ** 31;
+    return this.#seed / 2 ** 31;
+  }
+
+  now = () => this.t;
+  wall = () => this.t;
+
+  setTimer = (fn: () => void, ms: number) => {
+    const timer = { at: this.t + ms + this.random() * 30, fn, seq: this.#seq++, live: true };
+    this.#timers.push(timer);
+    return () => {
+      timer.live = false;
+    };
+  };
+
+  /** Runs timers in time order until `end`; lets promise chains settle between them. */
+  async run(end: number): Promise<void> {
+    while (this.t < end) {
+      await new Promise((r) => setImmediate(r));
+      const live = this.#timers.filter((x) => x.live);
+      if (live.length === 0) continue;
+      live.sort((a, b) => a.at - b.at || a.seq - b.seq);
+      const next = live[0];
+      next.live = false;
+      this.#timers.splice(0, this.#timers.length, ...live.slice(1));
+      this.t = Math.max(this.t, next.at);
+      next.fn();
+    }
+  }
+}
+
+function simConnection(clock: SimClock): ModbusConnection {
+  const after = <T>(value: T) =>
+    new Promise<T>((resolve) => clock.setTimer(() => resolve(value), 5 + clock.random() * 50));
+  return {
+    isOpen: true,
+    open: () => Promise.resolve(),
+    close: () => Promise.resolve(),
+    onClose: () => {},
+    readBits: (_fc, _u, _a, count) => after(new Array<boolean>(count).fill(true)),
+    readRegisters: (_fc, _u, _a, count) => after(new Array<number>(count).fill(7)),
+    writeCoils: () => after(undefined),
+    writeRegisters: () => after(undefined),
+  };
+}
+
+const slave = (unitId: number, pollPeriod: number) => ({
+  host: '127.0.0.1',
+  port: 502,
+  method: 'socket',
+  unitId,
+  deviceName: `d${unitId}`,
+  pollPeriod,
+  timeseries: [
+    { tag: 'a', type: '16int', functionCode: 3, address: 0 },
+    { tag: 'b', type: '32float', functionCode: 4, objectsCount: 2, address: 2 },
+  ],
+});
+
+describe('poll timing', () => {
+  it('keeps pollPeriod within 5 % over an hour of simulated time, without drift', async () => {
+    const clock = new SimClock();
+    const config = modbusConfigSchema.parse({
+      master: { slaves: [slave(1, 1000), slave(2, 1000), slave(3, 500)] },
+    });
+    const readings = new Map<string, number[]>();
+    const line = new Line({
+      key: 'tcp://sim',
+      slaves: config.slaves,
+      connection: simConnection(clock),
+      sink: {
+        reading: (d, r: ConnectorReading) => {
+          const list = readings.get(d.name) ?? [];
+          list.push(r.ts);
+          readings.set(d.name, list);
+        },
+        failure: (d, kind, message) => assert.fail(`${d.name}: ${kind} ${message}`),
+      },
+      log: pino({ level: 'silent' }),
+      clock,
+    });
+    const HOUR = 3_600_000;
+    line.start();
+    await clock.run(HOUR);
+    void line.stop();
+    for (const [name, period] of [
+      ['d1', 1000],
+      ['d2', 1000],
+      ['d3', 500],
+    ] as const) {
+      const ts = readings.get(name) ?? [];
+      const expected = HOUR / period;
+      assert.ok(Math.abs(ts.length - expected) <= expected * 0.05, `${name}: ${ts.length} polls`);
+      const mean = (ts[ts.length - 1] - ts[0]) / (ts.length - 1);
+      assert.ok(Math.abs(mean - period) <= period * 0.05, `${name}: mean period ${mean}`);
+      // On absolute deadlines: the last reading is as close to its slot as the first.
+      const lag = (t: number, k: number) => t - k * period;
+      assert.ok(lag(ts[ts.length - 1], ts.length - 1) < period, `${name} drifted`);
+      assert.ok(lag(ts[ts.length - 1], ts.length - 1) >= 0);
+    }
+  });
+
+  it('skips missed deadlines instead of bunching up, and stays on its grid after a back-off', () => {
+    const s = new PollSchedule(100, 0);
+    assert.equal(s.advance(30), 0);
+    assert.equal(s.due, 100);
+    // The poll due at 100 ran until 350: 200 and 300 are skipped.
+    assert.equal(s.advance(350), 2);
+    assert.equal(s.due, 400);
+    s.notBefore(555);
+    assert.equal(s.due, 600);
+  });
+
+  it('backs off a silent slave exponentially, capped', () => {
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 7, 8].map((n) => backoffMs(100, n, 3000)),
+      [100, 200, 400, 800, 1600, 3000, 3000, 3000],
+    );
+    assert.equal(backoffMs(5000, 3, 1000), 5000);
+  });
+});
