@@ -227,22 +227,22 @@ describe('serial connectors on socat pairs', () => {
     );
 
     // The same port re-configured for JSON lines naming their device.
-    const update = await t.api('/api/connector', {
-      token: admin,
-      body: {
-        id,
-        name: 'scales',
-        type: 'SERIAL',
-        enabled: true,
-        configuration: {
-          devices: [
-            { port: linePair.a, format: 'json', deviceNameField: 'id', deviceType: 'tank' },
-          ],
+    /** Re-configures the connector's one port; resolves once it is open again. */
+    const reconfigure = async (device: Record<string, unknown>) => {
+      const res = await t.api('/api/connector', {
+        token: admin,
+        body: {
+          id,
+          name: 'scales',
+          type: 'SERIAL',
+          enabled: true,
+          configuration: { devices: [{ port: linePair.a, ...device }] },
         },
-      },
-    });
-    assert.equal(update.status, 200);
-    await waitFor(async () => (await status(id)).lines[0]?.open, 10_000, 'line port reopened');
+      });
+      assert.equal(res.status, 200);
+      await waitFor(async () => (await status(id)).lines[0]?.open, 10_000, 'line port reopened');
+    };
+    await reconfigure({ format: 'json', deviceNameField: 'id', deviceType: 'tank' });
     await send('{"id":"Tank 9","level":73.0,"ok":true}');
     await waitFor(
       async () => {
@@ -253,22 +253,7 @@ describe('serial connectors on socat pairs', () => {
       'JSON reading',
     );
 
-    const kv = await t.api('/api/connector', {
-      token: admin,
-      body: {
-        id,
-        name: 'scales',
-        type: 'SERIAL',
-        enabled: true,
-        configuration: {
-          devices: [
-            { port: linePair.a, format: 'keyValue', separator: ';', deviceNameField: 'dev' },
-          ],
-        },
-      },
-    });
-    assert.equal(kv.status, 200);
-    await waitFor(async () => (await status(id)).lines[0]?.open, 10_000, 'line port reopened');
+    await reconfigure({ format: 'keyValue', separator: ';', deviceNameField: 'dev' });
     await send('dev=Pump 3;rpm=1450;state=RUN');
     await waitFor(
       async () => {

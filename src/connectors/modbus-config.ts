@@ -214,6 +214,14 @@ const PARITY: Readonly<Record<string, ModbusSlave['parity']>> = {
   S: 'space',
 };
 
+/** Serial parity as the IoT Gateway writes it (`N`, `E`, `O`, `M`, `S`, any case, or a word). */
+export const paritySchema = z
+  .string()
+  .transform((s) => s.toUpperCase().slice(0, 1))
+  .pipe(z.enum(['N', 'E', 'O', 'M', 'S'], { error: 'must be N, E, O, M or S' }))
+  .default('N')
+  .transform((p) => PARITY[p]);
+
 const slaveSchema = z
   .looseObject({
     type: z
@@ -249,11 +257,7 @@ const slaveSchema = z
     bytesize: int
       .pipe(z.union([z.literal(5), z.literal(6), z.literal(7), z.literal(8)]))
       .default(8),
-    parity: z
-      .string()
-      .transform((s) => s.toUpperCase().slice(0, 1))
-      .pipe(z.enum(['N', 'E', 'O', 'M', 'S'], { error: 'must be N, E, O, M or S' }))
-      .default('N'),
+    parity: paritySchema,
     stopbits: int.pipe(z.union([z.literal(1), z.literal(2)])).default(1),
     connectAttemptTimeMs: int.pipe(z.number().min(0)).default(500),
     connectAttemptCount: int.pipe(z.number().min(1)).default(2),
@@ -303,7 +307,7 @@ const slaveSchema = z
       serialPort: s.type === 'serial' ? String(s.port) : '',
       baudrate: s.baudrate,
       bytesize: s.bytesize,
-      parity: PARITY[s.parity],
+      parity: s.parity,
       stopbits: s.stopbits,
       unitId: s.unitId,
       timeoutMs: Math.round(s.timeout * 1000),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { paritySchema } from './modbus-config.js';
 
 /**
  * The serial line connector: a UART delivering text lines, one reading per line. Our own format
@@ -40,14 +41,6 @@ export interface SerialConnectorConfig {
   readonly devices: readonly SerialPortConfig[];
 }
 
-const PARITY: Readonly<Record<string, SerialPortConfig['parity']>> = {
-  N: 'none',
-  E: 'even',
-  O: 'odd',
-  M: 'mark',
-  S: 'space',
-};
-
 const int = z.number().int('must be an integer');
 
 const portSchema = z
@@ -55,11 +48,7 @@ const portSchema = z
     port: z.string().min(1, 'must be a serial device path'),
     baudrate: int.min(50).max(4_000_000).default(9600),
     bytesize: z.union([z.literal(5), z.literal(6), z.literal(7), z.literal(8)]).default(8),
-    parity: z
-      .string()
-      .transform((s) => s.toUpperCase().slice(0, 1))
-      .pipe(z.enum(['N', 'E', 'O', 'M', 'S'], { error: 'must be N, E, O, M or S' }))
-      .default('N'),
+    parity: paritySchema,
     stopbits: z.union([z.literal(1), z.literal(2)]).default(1),
     rtscts: z.boolean().default(false),
     delimiter: z.string().min(1).max(8).default('\n'),
@@ -100,7 +89,7 @@ const portSchema = z
       port: p.port,
       baudrate: p.baudrate,
       bytesize: p.bytesize,
-      parity: PARITY[p.parity],
+      parity: p.parity,
       stopbits: p.stopbits,
       rtscts: p.rtscts,
       delimiter: p.delimiter,

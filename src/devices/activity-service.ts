@@ -132,15 +132,7 @@ export class ActivityService {
    */
   lost(device: DeviceIdentity): void {
     const state = this.#state(device);
-    if (!state.active) return;
-    const now = this.#now();
-    state.active = false;
-    state.lastInactivityAlarmTime = now;
-    this.#persist(state, {
-      active: false,
-      inactivityAlarmTime: now,
-      lastActivityTime: state.lastActivityTime,
-    });
+    if (state.active) this.#deactivate(state, this.#now());
   }
 
   /** Marks devices past their timeout inactive and saves activity times. Runs periodically. */
@@ -151,15 +143,19 @@ export class ActivityService {
       const timeout =
         state.inactivityTimeout > 0 ? state.inactivityTimeout : this.deps.inactivityTimeoutMs;
       if (now < state.lastActivityTime + timeout) continue;
-      state.active = false;
-      state.lastInactivityAlarmTime = now;
-      this.#persist(state, {
-        active: false,
-        inactivityAlarmTime: now,
-        lastActivityTime: state.lastActivityTime,
-      });
+      this.#deactivate(state, now);
     }
     this.#saveDirty();
+  }
+
+  #deactivate(state: State, now: number): void {
+    state.active = false;
+    state.lastInactivityAlarmTime = now;
+    this.#persist(state, {
+      active: false,
+      inactivityAlarmTime: now,
+      lastActivityTime: state.lastActivityTime,
+    });
   }
 
   snapshot(deviceId: string): ActivitySnapshot | undefined {
