@@ -110,7 +110,7 @@ process.on('SIGUSR2', () => s.post('Profiler.stop', (err, res) => {
   return { NODE_OPTIONS: `--import=${pathToFileURL(file).href}` };
 }
 
-async function adminToken(baseUrl: string): Promise<string> {
+export async function adminToken(baseUrl: string): Promise<string> {
   const res = await fetch(`${baseUrl}/api/auth/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

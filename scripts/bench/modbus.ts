@@ -1,0 +1,355 @@
+/**
+ * Benchmark of issue 17: `npm run bench:modbus [-- --slaves 100 --registers 20 --duration 20
+ * --warmup 5 --serial-duration 10]`.
+ *
+ * 1. Modbus TCP: `--slaves` slaves (one TCP endpoint each, modbus-serial's server, in a child
+ *    process so their CPU is not counted), each polled every second for `--registers` 16-bit
+ *    registers by the gateway bundle in its own process, as IoT Gateway entries: one 16-bit entry
+ *    (one request) per register, the worst case, and side by side in the same run the same
+ *    registers as 64-bit entries (one request per 4 registers). Prints the gateway's CPU in
+ *    % of one core (target ≤ 15 %) and the values stored per second.
+ * 2. A serial bus at 115,200 baud on a socat pair: a slave (child process) answers 10-register
+ *    reads after the time the request and the answer would take on the wire (ptys carry bytes
+ *    at once), the poll loop runs back to back with the RTU inter-frame delay. Prints requests/s
+ *    against the bus's theoretical rate (target ≥ 90 %).
+ */
+
+import { type ChildProcess, fork, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import modbusSerial from 'modbus-serial';
+import { pino } from 'pino';
+import { SerialPort } from 'serialport';
+import { modbusConfigSchema } from '../../src/connectors/modbus-config.js';
+import { ModbusMaster } from '../../src/transports/modbus/modbus-master.js';
+import {
+  adminToken,
+  buildBundle,
+  cpuSeconds,
+  loadAverage,
+  machineCpu,
+  startGatewayProcess,
+} from './support.js';
+
+const BAUD = 115_200;
+const BITS_PER_CHAR = 10; // 8N1
+const GAP_MS = 1.75; // Modbus over serial line §2.5.1.1, above 19,200 baud
+const READ_REGS = 10;
+const REQ_BYTES = 8;
+const RESP_BYTES = 5 + 2 * READ_REGS;
+const charMs = (n: number) => (n * BITS_PER_CHAR * 1000) / BAUD;
+
+// ---------------------------------------------------------------------------------------------
+// Child processes: the simulated slaves.
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+async function tcpSlaves(count: number): Promise<void> {
+  const { ServerTCP } = modbusSerial;
+  const ports: number[] = [];
+  const vector = {
+    getMultipleHoldingRegisters: (addr: number, len: number) =>
+      Array.from({ length: len }, (_, i) => (addr + i) * 3),
+    getHoldingRegister: (addr: number) => addr * 3,
+  };
+  for (let i = 0; i < count; i++) {
+    const port = await freePort();
+    const server = new ServerTCP(vector as never, { host: '127.0.0.1', port, unitID: 255 });
+    await new Promise<void>((resolve, reject) => {
+      server.once('initialized', () => resolve());
+      server.once('serverError', reject);
+    });
+    ports.push(port);
+  }
+  process.send?.({ kind: 'ready', ports });
+}
+
+function crc16(buf: Buffer): number {
+  let crc = 0xffff;
+  for (const byte of buf) {
+    crc ^= byte;
+    for (let i = 0; i < 8; i++) crc = crc & 1 ? (crc >>> 1) ^ 0xa001 : crc >>> 1;
+  }
+  return crc;
+}
+
+/** Waits until `until` (performance.now()) with a timer, then yields for the last millisecond. */
+async function waitUntil(until: number): Promise<void> {
+  const left = until - performance.now();
+  if (left > 1.5) await new Promise((r) => setTimeout(r, Math.floor(left - 1)));
+  while (performance.now() < until) await new Promise((r) => setImmediate(r));
+}
+
+/**
+ * An RTU slave that answers function code 3 after the wire time of the request, the slave's
+ * turnaround (3.5 characters) and the answer at 115,200 baud: what a real line would cost.
+ */
+async function rtuSlave(path: string): Promise<void> {
+  const port = new SerialPort({ path, baudRate: BAUD, autoOpen: false });
+  await new Promise<void>((resolve, reject) => port.open((e) => (e ? reject(e) : resolve())));
+  let buf = Buffer.alloc(0);
+  let busy = false;
+  const serve = async () => {
+    if (busy) return;
+    busy = true;
+    while (buf.length >= REQ_BYTES) {
+      const req = buf.subarray(0, REQ_BYTES);
+      buf = buf.subarray(REQ_BYTES);
+      const arrived = performance.now();
+      const count = req.readUInt16BE(4);
+      const resp = Buffer.alloc(5 + 2 * count);
+      resp[0] = req[0];
+      resp[1] = 3;
+      resp[2] = 2 * count;
+      for (let i = 0; i < count; i++) resp.writeUInt16BE(i, 3 + 2 * i);
+      resp.writeUInt16LE(crc16(resp.subarray(0, resp.length - 2)), resp.length - 2);
+      // The request was on the wire before it arrived here; its answer takes its own time.
+      await waitUntil(arrived + charMs(REQ_BYTES) + GAP_MS + charMs(resp.length));
+      port.write(resp);
+    }
+    busy = false;
+  };
+  port.on('data', (chunk: Buffer) => {
+    buf = Buffer.concat([buf, chunk]);
+    void serve();
+  });
+  process.send?.({ kind: 'ready' });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The benchmark.
+
+function child(args: string[]): Promise<{ proc: ChildProcess; msg: { ports?: number[] } }> {
+  const proc = fork(fileURLToPath(import.meta.url), args, { execArgv: ['--import', 'tsx'] });
+  return new Promise((resolve, reject) => {
+    proc.once('message', (msg) => resolve({ proc, msg: msg as { ports?: number[] } }));
+    proc.once('exit', (code) => reject(new Error(`slave process exited with ${code}`)));
+  });
+}
+
+function slave(i: number, port: number, registers: number, perRegister: boolean) {
+  return {
+    host: '127.0.0.1',
+    port,
+    type: 'tcp',
+    method: 'socket',
+    unitId: 1,
+    deviceName: `bench-${perRegister ? 'r' : 'b'}-${i}`,
+    deviceType: 'bench-meter',
+    timeout: 2,
+    retries: 1,
+    pollPeriod: 1000,
+    byteOrder: 'BIG',
+    wordOrder: 'BIG',
+    timeseries: perRegister
+      ? Array.from({ length: registers }, (_, r) => ({
+          tag: `r${r}`,
+          type: '16uint',
+          functionCode: 3,
+          objectsCount: 1,
+          address: r,
+        }))
+      : Array.from({ length: Math.ceil(registers / 4) }, (_, r) => ({
+          tag: `q${r}`,
+          type: '64uint',
+          functionCode: 3,
+          objectsCount: 4,
+          address: 4 * r,
+        })),
+  };
+}
+
+async function tcpBench(opts: {
+  slaves: number;
+  registers: number;
+  durationS: number;
+  warmupS: number;
+}): Promise<void> {
+  const slaves = await child(['--tcp-slaves', String(opts.slaves)]);
+  const ports = slaves.msg.ports ?? [];
+  buildBundle();
+  try {
+    for (const perRegister of [true, false]) {
+      const gw = await startGatewayProcess(['--log-level', 'warn']);
+      try {
+        const token = await adminToken(gw.baseUrl);
+        const res = await fetch(`${gw.baseUrl}/api/connector`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-authorization': `Bearer ${token}` },
+          body: JSON.stringify({
+            name: 'bench',
+            type: 'MODBUS',
+            enabled: true,
+            configuration: {
+              master: {
+                slaves: ports.map((p, i) => slave(i, p, opts.registers, perRegister)),
+              },
+            },
+          }),
+        });
+        if (res.status !== 200) throw new Error(`connector: ${res.status} ${await res.text()}`);
+        const { id } = (await res.json()) as { id: string };
+        const status = async () => {
+          const s = await fetch(`${gw.baseUrl}/api/connector/${id}/status`, {
+            headers: { 'x-authorization': `Bearer ${token}` },
+          });
+          return (await s.json()) as {
+            devices: Array<{ counters: { polls: number; timeouts: number } }>;
+            lines: Array<{ overruns: number }>;
+          };
+        };
+        const polls = async () =>
+          (await status()).devices.reduce((n, d) => n + d.counters.polls, 0);
+        await new Promise((r) => setTimeout(r, opts.warmupS * 1000));
+        const cpu0 = await cpuSeconds(gw.pid);
+        const m0 = machineCpu();
+        const p0 = await polls();
+        const t0 = performance.now();
+        await new Promise((r) => setTimeout(r, opts.durationS * 1000));
+        const cpu1 = await cpuSeconds(gw.pid);
+        const m1 = machineCpu();
+        const p1 = await polls();
+        const wall = (performance.now() - t0) / 1000;
+        const s = await status();
+        const timeouts = s.devices.reduce((n, d) => n + d.counters.timeouts, 0);
+        const overruns = s.lines.reduce((n, l) => n + l.overruns, 0);
+        const pollsPerS = (p1 - p0) / wall;
+        console.log(
+          [
+            `modbus tcp, ${opts.slaves} slaves × ${opts.registers} registers / 1 s, ` +
+              (perRegister
+                ? `one request per register (${opts.slaves * opts.registers} req/s nominal)`
+                : `${opts.registers / 4} 4-register (64-bit) requests per slave (${(opts.slaves * opts.registers) / 4} req/s nominal)`),
+            `  gateway CPU ${(((cpu1 - cpu0) / wall) * 100).toFixed(1)} % of one core ` +
+              `(target ≤ 15 %) over ${wall.toFixed(1)} s`,
+            `  polls ${pollsPerS.toFixed(1)}/s (nominal ${opts.slaves}), ` +
+              `values stored ${(pollsPerS * (perRegister ? opts.registers : opts.registers / 4)).toFixed(0)}/s, timeouts ${timeouts}, overruns ${overruns}`,
+            `  machine busy ${(((m1.busy - m0.busy) / (m1.total - m0.total)) * 100).toFixed(0)} % ` +
+              `(load average ${loadAverage()})`,
+          ].join('\n'),
+        );
+      } finally {
+        await gw.close();
+      }
+    }
+  } finally {
+    slaves.proc.kill();
+  }
+}
+
+async function serialBench(durationS: number): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'edge-gw-bench-tty-'));
+  const a = join(dir, 'a');
+  const b = join(dir, 'b');
+  const socat = spawn('socat', [`pty,raw,echo=0,link=${a}`, `pty,raw,echo=0,link=${b}`], {
+    stdio: 'ignore',
+  });
+  try {
+    while (!(existsSync(a) && existsSync(b))) await new Promise((r) => setTimeout(r, 20));
+    const slaveProc = await child(['--rtu-slave', b]);
+    const cycleMs = charMs(REQ_BYTES) + charMs(RESP_BYTES) + 2 * GAP_MS;
+    const theoretical = 1000 / cycleMs;
+    let readings = 0;
+    const config = modbusConfigSchema.parse({
+      master: {
+        // Several slaves always due: the loop runs back to back, as a busy bus does.
+        slaves: Array.from({ length: 4 }, (_, i) => ({
+          type: 'serial',
+          method: 'rtu',
+          port: a,
+          baudrate: BAUD,
+          unitId: i + 1,
+          deviceName: `s${i}`,
+          pollPeriod: 10,
+          timeout: 1,
+          retries: 0,
+          byteOrder: 'BIG',
+          wordOrder: 'BIG',
+          timeseries: [
+            { tag: 'v', type: '16uint', functionCode: 3, objectsCount: READ_REGS, address: 0 },
+          ],
+        })),
+      },
+    });
+    const failures: string[] = [];
+    const master = new ModbusMaster({
+      config,
+      log: pino({ level: 'warn' }),
+      sink: {
+        reading: () => {
+          readings++;
+        },
+        failure: (_d, kind, message) => {
+          failures.push(`${kind}: ${message}`);
+        },
+      },
+    });
+    master.start();
+    await new Promise((r) => setTimeout(r, 2000));
+    const r0 = readings;
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, durationS * 1000));
+    const wall = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    const rate = (readings - r0) / wall;
+    await master.stop();
+    slaveProc.proc.kill();
+    console.log(
+      [
+        `modbus rtu, ${BAUD} baud 8N1, ${READ_REGS}-register reads (${REQ_BYTES} + ${RESP_BYTES} bytes, ` +
+          `2 × ${GAP_MS} ms gaps: ${cycleMs.toFixed(3)} ms per request)`,
+        `  ${rate.toFixed(1)} requests/s of ${theoretical.toFixed(1)} theoretical: ` +
+          `${((rate / theoretical) * 100).toFixed(1)} % (target ≥ 90 %)`,
+        `  master CPU ${(((cpu.user + cpu.system) / 1e6 / wall) * 100).toFixed(1)} % of one core, ` +
+          `failures ${failures.length}${failures.length ? ` (first: ${failures[0]})` : ''}`,
+        `  (load average ${loadAverage()})`,
+      ].join('\n'),
+    );
+  } finally {
+    socat.kill();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const { values } = parseArgs({
+  options: {
+    slaves: { type: 'string', default: '100' },
+    registers: { type: 'string', default: '20' },
+    duration: { type: 'string', default: '20' },
+    warmup: { type: 'string', default: '5' },
+    'serial-duration': { type: 'string', default: '10' },
+    'tcp-slaves': { type: 'string' },
+    'rtu-slave': { type: 'string' },
+    only: { type: 'string' },
+  },
+});
+
+if (values['tcp-slaves']) {
+  await tcpSlaves(Number(values['tcp-slaves']));
+} else if (values['rtu-slave']) {
+  await rtuSlave(values['rtu-slave']);
+} else {
+  console.log(`bench:modbus ${new Date().toISOString()} (load average ${loadAverage()})`);
+  if (values.only !== 'serial') {
+    await tcpBench({
+      slaves: Number(values.slaves),
+      registers: Number(values.registers),
+      durationS: Number(values.duration),
+      warmupS: Number(values.warmup),
+    });
+  }
+  if (values.only !== 'tcp') await serialBench(Number(values['serial-duration']));
+}
