@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import type { GatewayMsg } from '../src/messages/types.js';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { RegisterBank, type RunningSlave, startTcpSlave } from './helpers/modbus.js';
 
@@ -142,6 +143,10 @@ describe('Modbus TCP connector', () => {
   const bank = new RegisterBank();
   const otherBank = new RegisterBank();
   let connectorId: string;
+  /** Every message handed to the processing entry point. */
+  const msgs: GatewayMsg[] = [];
+  const msgsOf = (deviceId: string, type: string) =>
+    msgs.filter((m) => m.originator.id === deviceId && m.type === type);
 
   before(async () => {
     for (const [i, [b, w]] of ORDERS.entries()) fillUnit(bank, i + 1, b, w);
@@ -149,6 +154,7 @@ describe('Modbus TCP connector', () => {
     slave = await startTcpSlave(bank);
     other = await startTcpSlave(otherBank);
     t = await startGateway({ config: { activity: { checkIntervalSec: 1 } } });
+    t.gw.services.messages.setProcessor({ process: (msg) => msgs.push(msg) });
     admin = await t.adminToken();
   });
   after(async () => {
@@ -266,6 +272,15 @@ describe('Modbus TCP connector', () => {
     assert.ok(ts.i16[0].ts >= before && ts.i16[0].ts <= Date.now());
     const server = await attributes(id, 'SERVER_SCOPE');
     assert.equal(server.active, true);
+    // Through the one way in: the same messages as any device's uplinks.
+    const posted = await waitFor(() => msgsOf(id, 'POST_TELEMETRY_REQUEST')[0], 5000, 'message');
+    assert.equal(posted.metadata.deviceName, 'Meter BIG-BIG');
+    assert.equal(posted.metadata.deviceType, 'power-meter');
+    // Its `ts` is the time the values were read.
+    const readAt = Number(posted.metadata.ts);
+    assert.ok(readAt >= before && readAt <= Date.now());
+    assert.deepEqual((posted.data as Record<string, unknown>).u16, 54321);
+    await waitFor(() => msgsOf(id, 'POST_ATTRIBUTES_REQUEST')[0], 5000, 'attributes message');
   });
 
   it('writes a shared attribute to holding registers (fc 16 and fc 6)', async () => {
@@ -344,6 +359,7 @@ describe('Modbus TCP connector', () => {
       5000,
       'active false',
     );
+    await waitFor(() => msgsOf(silentId, 'INACTIVITY_EVENT')[0], 5000, 'INACTIVITY_EVENT');
     const [n0, o0] = [await pollsOf(neighbour), await pollsOf('Other line')];
     // The other line keeps its schedule (nominally 15 polls in 3 s; margins for a loaded
     // machine). The neighbour shares its connection with the silent slave, whose backed-off
