@@ -220,6 +220,13 @@ export class Line {
       this.#opened++;
       this.#attempts = 0;
       this.#lastError = null;
+      // Slaves backed off while the line was down are polled at once, not after their back-off.
+      const now = this.#clock.now();
+      for (const r of this.#runs) {
+        if (r.failures === 0) continue;
+        r.failures = 0;
+        r.schedule.restart(now);
+      }
       log.info({ line: key, reopens: this.#opened - 1 }, 'modbus line open');
       return;
     } catch (err) {

@@ -34,6 +34,11 @@ export class PollSchedule {
     return missed;
   }
 
+  /** Starts a new grid at `at` (a line that was closed is open again). */
+  restart(at: number): void {
+    this.#next = at;
+  }
+
   /** Puts the next poll at `at` at the earliest (a backed-off slave), staying on the grid. */
   notBefore(at: number): void {
     if (at <= this.#next) return;
