@@ -48,7 +48,7 @@ import { CoapServer } from './transports/coap/coap-server.js';
 import { createHttpApp, type HealthInfo } from './transports/http/app.js';
 import { attributeRoutes } from './transports/http/attribute-routes.js';
 import { auditRoutes } from './transports/http/audit-routes.js';
-import { connectorRoutes } from './transports/http/connector-routes.js';
+import { CONNECTOR_SAVE_ROUTE, connectorRoutes } from './transports/http/connector-routes.js';
 import type { HttpEnv } from './transports/http/context.js';
 import { customerRoutes } from './transports/http/customer-routes.js';
 import { DASHBOARD_SAVE_ROUTE, dashboardRoutes } from './transports/http/dashboard-routes.js';
@@ -266,7 +266,7 @@ export class Gateway implements AsyncDisposable {
             }),
           },
         ],
-        bodyLimitExempt: [OTA_UPLOAD_ROUTE, DASHBOARD_SAVE_ROUTE],
+        bodyLimitExempt: [OTA_UPLOAD_ROUTE, DASHBOARD_SAVE_ROUTE, CONNECTOR_SAVE_ROUTE],
       });
       const lanes = [
         telemetryFastLane({

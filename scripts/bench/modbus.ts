@@ -176,13 +176,15 @@ async function tcpBench(opts: {
   registers: number;
   durationS: number;
   warmupS: number;
+  /** Rebuild the bundle first (default); `--no-build` runs the one in dist/. */
+  build: boolean;
 }): Promise<void> {
   const slaves = await child(['--tcp-slaves', String(opts.slaves)]);
   const ports = slaves.msg.ports ?? [];
-  buildBundle();
+  if (opts.build) buildBundle();
   try {
     for (const perRegister of [true, false]) {
-      const gw = await startGatewayProcess(['--log-level', 'warn']);
+      const gw = await startGatewayProcess();
       try {
         const token = await adminToken(gw.baseUrl);
         const res = await fetch(`${gw.baseUrl}/api/connector`, {
@@ -334,6 +336,7 @@ const { values } = parseArgs({
     'tcp-slaves': { type: 'string' },
     'rtu-slave': { type: 'string' },
     only: { type: 'string' },
+    'no-build': { type: 'boolean', default: false },
   },
 });
 
@@ -349,6 +352,7 @@ if (values['tcp-slaves']) {
       registers: Number(values.registers),
       durationS: Number(values.duration),
       warmupS: Number(values.warmup),
+      build: !values['no-build'],
     });
   }
   if (values.only !== 'tcp') await serialBench(Number(values['serial-duration']));

@@ -2,8 +2,16 @@ import { Hono } from 'hono';
 import { assertTenantAdmin } from '../../auth/authorization.js';
 import { requireUuid } from '../../common/entity.js';
 import type { ConnectorService } from '../../connectors/connector-service.js';
+import { PayloadTooLargeError } from '../../errors.js';
 import { type HttpEnv, readJson } from './context.js';
 import type { RequireUser } from './middleware.js';
+
+/**
+ * A plant's Modbus configuration outgrows the general body limit (100 slaves of 20 entries is
+ * about 200 KB): this route reads up to the connector service's own bound (1 MB).
+ */
+export const CONNECTOR_SAVE_ROUTE = { method: 'POST', path: /^\/api\/connector\/?$/ } as const;
+const MAX_CONNECTOR_BYTES = 1024 * 1024;
 
 /**
  * Connectors (issue 17), mounted at `/api`: create or update (`POST /connector`), list, get,
@@ -16,6 +24,10 @@ export function connectorRoutes(deps: { connectors: ConnectorService; requireUse
 
   app.post('/connector', deps.requireUser, async (c) => {
     assertTenantAdmin(c.var.principal);
+    const length = Number(c.req.header('content-length') ?? 0);
+    if (length > MAX_CONNECTOR_BYTES) {
+      throw new PayloadTooLargeError(`Request body is larger than ${MAX_CONNECTOR_BYTES} bytes`);
+    }
     return c.json(await connectors.save(await readJson(c)));
   });
 
