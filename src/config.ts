@@ -68,6 +68,7 @@ export interface Config {
     readonly scriptTimeoutMs: number;
     readonly scriptMemoryMb: number;
   };
+  readonly alarms: { readonly retentionDays: number; readonly maxCount: number };
 }
 
 /** Secrets never live in the config file or the frozen Config that is logged. */
@@ -113,6 +114,26 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 3600,
     default: 60,
     help: 'How often device inactivity is checked and activity times are saved',
+  },
+  {
+    path: 'alarms.retentionDays',
+    flag: '--alarm-retention-days',
+    env: 'EDGE_ALARM_RETENTION_DAYS',
+    type: 'int',
+    min: 1,
+    max: 36_500,
+    default: 90,
+    help: 'Cleared alarms older than this many days are removed',
+  },
+  {
+    path: 'alarms.maxCount',
+    flag: '--alarm-max-count',
+    env: 'EDGE_ALARM_MAX_COUNT',
+    type: 'int',
+    min: 100,
+    max: 10_000_000,
+    default: 100_000,
+    help: 'Most alarms kept; beyond it the oldest cleared alarms are removed first',
   },
   {
     path: 'dataDir',

@@ -5,6 +5,7 @@ import type { ActivitySnapshot } from './devices/activity-service.js';
  */
 
 import type { Logger } from 'pino';
+import type { AlarmEvent } from './alarms/types.js';
 import type { AttributeScope, TypedAttributeKv } from './attributes/types.js';
 import type { Device } from './devices/device-service.js';
 import type { RpcStatus } from './rpc/types.js';
@@ -73,6 +74,17 @@ export interface GatewayEvents {
     scope: AttributeScope;
     keys: readonly string[];
     source?: ChangeSource;
+  };
+  /**
+   * An alarm was created, updated (severity or not), acknowledged, cleared, assigned,
+   * unassigned or deleted (platform.md §2); after its commit.
+   */
+  alarm: AlarmEvent;
+  /** Server-scope attributes of a customer or the tenant saved or deleted (dynamic thresholds). */
+  'ownerAttributes.updated': {
+    entityType: 'CUSTOMER' | 'TENANT';
+    entityId: string;
+    keys: readonly string[];
   };
   /** A persistent server-side RPC changed status. */
   'rpc.status': { deviceId: string; rpcId: string; requestId: number; status: RpcStatus };

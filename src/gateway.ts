@@ -4,7 +4,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Hono } from 'hono';
 import type { DestinationStream } from 'pino';
+import { AlarmEngine } from './alarms/alarm-engine.js';
+import { AlarmRetention } from './alarms/alarm-retention.js';
+import { AlarmService } from './alarms/alarm-service.js';
 import { AttributeService } from './attributes/attribute-service.js';
+import { OwnerAttributeService } from './attributes/owner-attributes.js';
 import { AuditService } from './audit/audit-service.js';
 import { AuthService } from './auth/auth-service.js';
 import type { SharedDeviceAccess } from './auth/authorization.js';
@@ -45,6 +49,7 @@ import { TELEMETRY_LIMITS } from './telemetry/telemetry-parser.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
 import { TenantService } from './tenant/tenant-service.js';
 import { CoapServer } from './transports/coap/coap-server.js';
+import { alarmRoutes } from './transports/http/alarm-routes.js';
 import { createHttpApp, type HealthInfo } from './transports/http/app.js';
 import { attributeRoutes } from './transports/http/attribute-routes.js';
 import { auditRoutes } from './transports/http/audit-routes.js';
@@ -74,6 +79,7 @@ import {
   requireOperator,
 } from './transports/http/ops-routes.js';
 import { OTA_UPLOAD_ROUTE, otaRoutes } from './transports/http/ota-routes.js';
+import { ownerAttributeRoutes } from './transports/http/owner-attribute-routes.js';
 import { ownershipRoutes } from './transports/http/ownership-routes.js';
 import { rpcRoutes } from './transports/http/rpc-routes.js';
 import { ruleChainRoutes } from './transports/http/rule-chain-routes.js';
@@ -106,6 +112,10 @@ export interface GatewayOverrides {
     | ((services: Services, standard: MessageProcessor) => MessageProcessor);
   /** The wall clock (default Date.now); fault drills make it jump. */
   readonly wallClock?: () => number;
+  /** The alarm engine's and alarm service's clock (tests control DURATION rules with it). */
+  readonly now?: () => number;
+  /** How often DURATION alarm rules are re-checked without new data (default 1 s). */
+  readonly alarmCheckIntervalMs?: number;
 }
 
 export interface Ports {
@@ -218,13 +228,21 @@ export class Gateway implements AsyncDisposable {
       this.#dbHealth = dbHealth;
       this.metrics.start();
       const secrets = this.overrides.secrets ?? {};
-      this.#services = await buildServices(db, this.config, secrets, this.bus, this.loggers, {
-        clock: new ServerClock(this.overrides.wallClock),
-        onCommitTiming: (ms, ok) => {
-          this.metrics.commit(ms, ok);
-          dbHealth.commit(ms, ok);
+      this.#services = await buildServices(
+        db,
+        this.config,
+        secrets,
+        this.bus,
+        this.loggers,
+        {
+          clock: new ServerClock(this.overrides.wallClock),
+          onCommitTiming: (ms, ok) => {
+            this.metrics.commit(ms, ok);
+            dbHealth.commit(ms, ok);
+          },
         },
-      });
+        this.overrides,
+      );
 
       const s = this.#services;
       const standard = messageProcessor(s, this.loggers);
@@ -498,6 +516,10 @@ export interface Services {
   readonly activity: ActivityService;
   readonly dashboards: DashboardService;
   readonly groups: GroupService;
+  readonly ownerAttributes: OwnerAttributeService;
+  readonly alarms: AlarmService;
+  readonly alarmEngine: AlarmEngine;
+  readonly alarmRetention: AlarmRetention;
   /** The one way in for device messages and the queue to the processing entry point. */
   readonly messages: DeviceMessageService;
   readonly rules: Rules;
@@ -526,6 +548,7 @@ async function buildServices(
   bus: EventBus,
   loggers: Loggers,
   hooks: { onCommitTiming?: (ms: number, ok: boolean) => void; clock?: ServerClock } = {},
+  overrides: GatewayOverrides = {},
 ): Promise<Services> {
   const clock = hooks.clock ?? new ServerClock();
   const tenants = new TenantService({ db });
@@ -631,6 +654,47 @@ async function buildServices(
     customerName: (id) => (customers.exists(id) ? customers.get(id).title : undefined),
   });
   messages.start();
+  const ownerAttributes = new OwnerAttributeService({
+    db,
+    bus,
+    submit: (msg) => messages.submit(messages.newMsg(msg)),
+  });
+  const alarms = new AlarmService({
+    db,
+    tenants,
+    bus,
+    log: loggers.alarms,
+    now: overrides.now,
+    device: (id) => devices.owner(id),
+    user: (id) => {
+      const row = users.row(id);
+      return row && { email: row.email, firstName: row.first_name, lastName: row.last_name };
+    },
+    submit: (msg) => messages.submit(msg),
+  });
+  const alarmEngine = new AlarmEngine({
+    db,
+    bus,
+    log: loggers.alarms,
+    alarms,
+    profiles,
+    devices,
+    attributes,
+    telemetry,
+    owners: ownerAttributes,
+    tenantId: () => tenants.id,
+    now: overrides.now,
+    checkIntervalMs: overrides.alarmCheckIntervalMs,
+  });
+  alarmEngine.start();
+  const alarmRetention = new AlarmRetention({
+    alarms,
+    log: loggers.alarms,
+    maxAgeMs: config.alarms.retentionDays * 86_400_000,
+    maxCount: config.alarms.maxCount,
+    now: overrides.now,
+  });
+  alarmRetention.start();
   const rules = await createRules({
     db,
     tenants,
@@ -638,6 +702,7 @@ async function buildServices(
     attributes,
     rpc,
     clientRpc,
+    profileAlarms: alarmEngine,
     log: loggers.rules,
     queueSize: config.rules.queueSize,
     maxInFlight: config.rules.maxInFlight,
@@ -690,6 +755,10 @@ async function buildServices(
   });
   connectors.start();
   return {
+    ownerAttributes,
+    alarms,
+    alarmEngine,
+    alarmRetention,
     tenants,
     audit,
     customers,
@@ -747,6 +816,7 @@ async function stopServices(s: Services): Promise<void> {
   await s.connectors.stop();
   s.scheduler.stop();
   s.rules.stop();
+  s.alarmRetention.stop();
   s.activity.stop();
   // Commits pending points while the db is open and other listeners still run.
   await s.telemetry.stop();
@@ -755,6 +825,8 @@ async function stopServices(s: Services): Promise<void> {
   s.attributes.stop();
   // The messages of the last commits reach the processor while the db is still open.
   s.messages.stop();
+  // Last: telemetry and attributes committed on stop are still evaluated, then states written.
+  s.alarmEngine.stop();
 }
 
 /** Ends device long polls and REST calls waiting on a device, before the listeners close. */
@@ -854,6 +926,25 @@ function apiRoutes(
     },
     { path: '/api', app: schedulerRoutes({ events: s.schedulerEvents, requireUser: user }) },
     { path: '/api', app: connectorRoutes({ connectors: s.connectors, requireUser: user }) },
+    {
+      path: '/api',
+      app: alarmRoutes({
+        alarms: s.alarms,
+        devices: s.devices,
+        groups: s.groups,
+        requireUser: user,
+        shared,
+      }),
+    },
+    {
+      path: '/api/plugins/telemetry',
+      app: ownerAttributeRoutes({
+        attributes: s.ownerAttributes,
+        tenantId: () => s.tenants.id,
+        customerExists: (id) => s.customers.exists(id),
+        requireUser: user,
+      }),
+    },
     // `/api/noauth/*` and the password pages under `/login/`.
     { path: '/', app: noauthRoutes({ users: s.users, auth: s.auth }) },
   ];

@@ -24,6 +24,7 @@ export const SUBSYSTEMS = [
   'coap',
   'systemd',
   'connectors',
+  'alarms',
 ] as const;
 export type Subsystem = (typeof SUBSYSTEMS)[number];
 export type Loggers = Readonly<Record<Subsystem, Logger>> & { readonly root: Logger };

@@ -27,6 +27,8 @@ const TARGETS = {
   dashboard: ['dashboardTenant', 'dashboardA', 'dashboardSharedB'],
   /** The groups shared with B (read, write) and a tenant group shared with nobody. */
   group: ['groupReadB', 'groupWriteB', 'groupPrivate'],
+  /** One alarm on each device target, in the same order. */
+  alarm: ['alarmTenant', 'alarmA', 'alarmSharedReadB', 'alarmSharedWriteB'],
   /** Endpoints that take no entity id (lists, or ids of customers and users in the path). */
   none: ['-'],
 } as const;
@@ -38,7 +40,10 @@ interface Row {
   readonly path: string;
   readonly body?: unknown;
   readonly on: TargetSet;
-  /** Each cell gets its own device like the target (`on: 'device'` only): destructive calls. */
+  /**
+   * Each cell gets its own device like the target (`on: 'device'`), or its own alarm on such a
+   * device (`on: 'alarm'`): destructive calls.
+   */
   readonly fresh?: true;
   /** Status per caller, one per target of `on`, in the order of `TARGETS[on]`. */
   readonly expect: Readonly<Record<Caller, readonly number[]>>;
@@ -92,6 +97,11 @@ const ANY = (tenantAdmin: number, userA: number, userB: number) => ({
 });
 
 const TELEMETRY = '/api/plugins/telemetry/DEVICE/{id}';
+const ALARM_BODY = {
+  type: 'Matrix',
+  severity: 'MAJOR',
+  originator: { entityType: 'DEVICE', id: '{id}' },
+};
 const PAGE = 'pageSize=10&page=0';
 const RPC = { method: 'setGpio', params: { pin: 1 }, timeout: 100 };
 
@@ -165,6 +175,74 @@ export const ROWS: readonly Row[] = [
     path: '/api/rpc/persistent/device/{id}?pageSize=10&page=0',
     on: 'device',
     expect: READ,
+  },
+
+  // Alarms: seen through their originator device; acting on one needs write access to it.
+  { method: 'GET', path: '/api/alarm/{id}', on: 'alarm', expect: READ },
+  { method: 'GET', path: '/api/alarm/info/{id}', on: 'alarm', expect: READ },
+  { method: 'GET', path: `/api/alarm/{id}/comment?${PAGE}`, on: 'alarm', expect: READ },
+  {
+    method: 'POST',
+    path: '/api/alarm/{id}/comment',
+    body: { comment: { text: 'looked at it' } },
+    on: 'alarm',
+    expect: WRITE,
+  },
+  { method: 'POST', path: '/api/alarm/{id}/ack', on: 'alarm', fresh: true, expect: WRITE },
+  { method: 'POST', path: '/api/alarm/{id}/clear', on: 'alarm', fresh: true, expect: WRITE },
+  { method: 'DELETE', path: '/api/alarm/{id}', on: 'alarm', fresh: true, expect: WRITE },
+  {
+    method: 'POST',
+    path: '/api/alarm/{id}/assign/{userA}',
+    on: 'alarm',
+    fresh: true,
+    expect: WRITE,
+  },
+  // Nobody is assigned: whoever may act gets 400 "already unassigned".
+  {
+    method: 'DELETE',
+    path: '/api/alarm/{id}/assign',
+    on: 'alarm',
+    expect: {
+      ...WRITE,
+      tenantAdmin: [400, 400, 400, 400],
+      userA: [404, 400, 404, 404],
+      userB: [404, 404, 403, 400],
+    },
+  },
+  { method: 'POST', path: '/api/alarm', body: ALARM_BODY, on: 'device', expect: WRITE },
+  { method: 'GET', path: `/api/alarm/DEVICE/{id}?${PAGE}`, on: 'device', expect: READ },
+  { method: 'GET', path: `/api/v2/alarm/DEVICE/{id}?${PAGE}`, on: 'device', expect: READ },
+  { method: 'GET', path: '/api/alarm/highestSeverity/DEVICE/{id}', on: 'device', expect: READ },
+  { method: 'GET', path: `/api/alarms?${PAGE}`, on: 'none', expect: ANY(200, 200, 200) },
+  { method: 'GET', path: `/api/v2/alarms?${PAGE}`, on: 'none', expect: ANY(200, 200, 200) },
+  { method: 'GET', path: `/api/alarm/types?${PAGE}`, on: 'none', expect: ANY(200, 200, 200) },
+  // Attributes of customers and the tenant (dynamic alarm thresholds).
+  {
+    method: 'GET',
+    path: '/api/plugins/telemetry/CUSTOMER/{A}/values/attributes',
+    on: 'none',
+    expect: ANY(200, 200, 404),
+  },
+  {
+    method: 'POST',
+    path: '/api/plugins/telemetry/CUSTOMER/{A}/attributes/SERVER_SCOPE',
+    body: { limit: 30 },
+    on: 'none',
+    expect: ANY(200, 403, 404),
+  },
+  {
+    method: 'GET',
+    path: '/api/plugins/telemetry/TENANT/{tenant}/values/attributes',
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
+  {
+    method: 'POST',
+    path: '/api/plugins/telemetry/TENANT/{tenant}/SERVER_SCOPE',
+    body: { limit: 40 },
+    on: 'none',
+    expect: ANY(200, 403, 403),
   },
 
   { method: 'GET', path: '/api/dashboard/{id}', on: 'dashboard', expect: DASHBOARD_READ },
@@ -401,6 +479,8 @@ describe('access matrix: every REST endpoint × caller × entity', {
   const refs = {} as Record<'A' | 'B' | 'tenant' | 'userA' | 'rootChain', string>;
   /** Makes a device that stands in for a device target (tenant-owned, owned by A, or shared). */
   let throwaway: (target: string) => Promise<string>;
+  /** The device target each alarm target is raised on. */
+  const alarmTargets: Record<string, string> = {};
 
   before(async () => {
     t = await startGateway();
@@ -451,6 +531,13 @@ describe('access matrix: every REST endpoint × caller × entity', {
     ids.groupWriteB = await group('Write for B', 'DEVICE', [ids.deviceSharedWriteB], false);
     ids.groupPrivate = await group('Private', 'DEVICE', [ids.deviceTenant]);
     await group('Boards for B', 'DASHBOARD', [ids.dashboardSharedB], true);
+    const alarmOn = async (deviceId: string) =>
+      (await json('/api/alarm', JSON.parse(JSON.stringify(ALARM_BODY).replace('{id}', deviceId))))
+        .id.id;
+    for (const [i, name] of TARGETS.alarm.entries()) {
+      alarmTargets[name] = TARGETS.device[i];
+      ids[name] = await alarmOn(ids[TARGETS.device[i]]);
+    }
 
     const me = await t.api('/api/auth/user', { token: admin });
     refs.tenant = ((await me.json()) as { tenantId: { id: string } }).tenantId.id;
@@ -462,6 +549,7 @@ describe('access matrix: every REST endpoint × caller × entity', {
     // @NOTE: shared throwaways join the fixture's shared groups; rows only assert statuses, so the
     // extra members change no other row's result.
     throwaway = async (target) => {
+      if (target in alarmTargets) return alarmOn(await throwaway(alarmTargets[target]));
       const id = (await createDevice(t, `${target}-${crypto.randomUUID()}`)).id;
       if (target === 'deviceA') await post(`/api/owner/CUSTOMER/${customerA}/DEVICE/${id}`);
       if (target === 'deviceSharedReadB')

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { highTempAlarm } from './helpers/alarms.js';
 import { startGateway, type TestGateway } from './helpers/gateway.js';
 import { activateUser, createCustomer, createUser } from './helpers/users.js';
 
@@ -22,71 +23,6 @@ interface Page<T> {
 interface ErrorJson {
   status: number;
   message: string;
-}
-
-/** The full example of platform.md §1.8, with the elided filters written out. */
-function highTempAlarm(): Record<string, unknown> {
-  const temperature = (operation: string, defaultValue: number) => ({
-    key: { type: 'TIME_SERIES', key: 'temperature' },
-    valueType: 'NUMERIC',
-    value: null,
-    predicate: {
-      type: 'NUMERIC',
-      operation,
-      value: { defaultValue, userValue: null, dynamicValue: null },
-    },
-  });
-  return {
-    id: 'highTemp',
-    alarmType: 'High Temperature',
-    createRules: {
-      CRITICAL: {
-        condition: {
-          condition: [
-            {
-              key: { type: 'TIME_SERIES', key: 'temperature' },
-              valueType: 'NUMERIC',
-              value: null,
-              predicate: {
-                type: 'NUMERIC',
-                operation: 'GREATER',
-                value: {
-                  defaultValue: 50,
-                  userValue: null,
-                  dynamicValue: {
-                    sourceType: 'CURRENT_DEVICE',
-                    sourceAttribute: 'tempThreshold',
-                    inherit: true,
-                  },
-                },
-              },
-            },
-          ],
-          spec: {
-            type: 'DURATION',
-            unit: 'MINUTES',
-            predicate: { defaultValue: 5, userValue: null, dynamicValue: null },
-          },
-        },
-        schedule: null,
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard alarm details template
-        alarmDetails: 'Temperature is ${temperature}',
-      },
-      MAJOR: {
-        condition: { condition: [temperature('GREATER', 40)], spec: { type: 'SIMPLE' } },
-      },
-    },
-    clearRule: {
-      condition: {
-        condition: [temperature('LESS_OR_EQUAL', 40)],
-        spec: { type: 'REPEATING', predicate: { defaultValue: 3 } },
-      },
-    },
-    propagate: false,
-    propagateToOwner: false,
-    propagateToTenant: false,
-    propagateRelationTypes: null,
-  };
 }
 
 describe('device profiles REST API', () => {

@@ -2,7 +2,7 @@ import type { Statement } from 'better-sqlite3';
 import type { Db } from '../db/open.js';
 import type { AttributeScope, KvType, KvValue, TypedAttributeKv } from './types.js';
 
-interface AttributeRow {
+export interface AttributeRow {
   key: string;
   type: KvType;
   value: bigint | number | string | null;
@@ -10,7 +10,7 @@ interface AttributeRow {
 }
 
 /** How each type is kept in the untyped `value` column. */
-function encode(kv: KvValue): bigint | number | string {
+export function encode(kv: KvValue): bigint | number | string {
   switch (kv.type) {
     case 'BOOLEAN':
       return kv.value ? 1 : 0;
@@ -25,7 +25,7 @@ function encode(kv: KvValue): bigint | number | string {
   }
 }
 
-function decode(row: AttributeRow): TypedAttributeKv {
+export function decode(row: AttributeRow): TypedAttributeKv {
   const lastUpdateTs = Number(row.last_update_ts);
   const base = { key: row.key, type: row.type, lastUpdateTs };
   switch (row.type) {

@@ -302,6 +302,11 @@ export class DeviceService {
     return pageData(rows.map(toDevice), total, q);
   }
 
+  /** Ids of every device of one profile. */
+  idsOfProfile(profileId: string): string[] {
+    return this.#store.idsOfProfile(profileId);
+  }
+
   /** A device's owner; NotFoundError for an unknown id. */
   owner(id: string): DeviceOwner {
     const v = this.#view(id.toLowerCase());

@@ -60,6 +60,8 @@ export class DeviceStore {
   readonly #insertCreds;
   readonly #updateCreds;
 
+  #idsOfProfile: Statement<[string], { id: string }> | undefined;
+
   constructor(private readonly db: Db) {
     this.#byId = db.prepare<[string], DeviceView>(`${VIEW} WHERE d.id = ?`);
     this.#byName = db.prepare<[string], DeviceView>(`${VIEW} WHERE d.name = ?`);
@@ -117,6 +119,14 @@ export class DeviceStore {
 
   byName(name: string): DeviceView | undefined {
     return this.#byName.get(name);
+  }
+
+  /** Ids of every device of one profile (the alarm engine applies a profile's rules to them). */
+  idsOfProfile(profileId: string): string[] {
+    this.#idsOfProfile ??= this.db.prepare<[string], { id: string }>(
+      'SELECT id FROM device WHERE device_profile_id = ?',
+    );
+    return this.#idsOfProfile.all(profileId).map((r) => r.id);
   }
 
   byAccessToken(token: string): DeviceView | undefined {

@@ -197,6 +197,18 @@ export class GroupService {
     return best;
   }
 
+  /**
+   * Ids of devices in DEVICE groups shared with `customerId`: the candidates of `deviceShare`
+   * for lists (alarms of every device a customer user sees); callers still decide per device.
+   */
+  sharedDeviceIds(customerId: string): string[] {
+    const ids = new Set<string>();
+    for (const g of this.#store.sharedWith(customerId, 'DEVICE')) {
+      for (const id of this.#store.members(g.id)) ids.add(id);
+    }
+    return [...ids];
+  }
+
   /** Whether a dashboard is in a DASHBOARD group shared with `customerId` (read or write). */
   dashboardSharedWith(customerId: string, dashboardId: string): boolean {
     return this.#store.sharesOfEntity(dashboardId, 'DASHBOARD', customerId).length > 0;

@@ -35,6 +35,8 @@ export interface StartOptions {
   readonly messageProcessor?: GatewayOverrides['messageProcessor'];
   /** The gateway's wall clock (fault drills make it jump). */
   readonly wallClock?: GatewayOverrides['wallClock'];
+  /** Extra composition-root overrides (a controlled clock, ...). */
+  readonly overrides?: Partial<GatewayOverrides>;
 }
 
 /** Starts a real gateway on ephemeral loopback ports with a temp data directory. */
@@ -51,6 +53,7 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   });
   const logs: Array<Record<string, unknown>> = [];
   const gw = createGateway(config, {
+    ...opts.overrides,
     secrets: opts.secrets ?? { adminEmail: ADMIN_EMAIL, adminPassword: ADMIN_PASSWORD },
     logDestination: { write: (line: string) => void logs.push(JSON.parse(line)) },
     env: opts.env ?? {},

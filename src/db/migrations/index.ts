@@ -10,6 +10,7 @@ import { m008TelemetryStage } from './008-telemetry-stage.js';
 import { m009RuleChains } from './009-rule-chains.js';
 import { m010SchedulerEvents } from './010-scheduler-events.js';
 import { m011Connectors } from './011-connectors.js';
+import { m012Alarms } from './012-alarms.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -24,4 +25,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m009RuleChains,
   m010SchedulerEvents,
   m011Connectors,
+  m012Alarms,
 ];

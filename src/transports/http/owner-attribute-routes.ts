@@ -1,0 +1,94 @@
+import { Hono } from 'hono';
+import { checkKeys } from '../../attributes/attribute-service.js';
+import { parseTypedObject } from '../../attributes/kv-value.js';
+import type {
+  OwnerAttributeService,
+  OwnerScope,
+  OwnerType,
+} from '../../attributes/owner-attributes.js';
+import { attributeListJson } from '../../attributes/payloads.js';
+import type { Principal } from '../../auth/auth-service.js';
+import { assertCanReadCustomer, assertTenantAdmin } from '../../auth/authorization.js';
+import { requireUuid } from '../../common/entity.js';
+import { NotFoundError, ValidationError } from '../../errors.js';
+import type { HttpEnv } from './context.js';
+import { jsonText } from './device-api/long-poll.js';
+import type { RequireUser } from './middleware.js';
+
+const SCOPES: readonly OwnerScope[] = ['SERVER_SCOPE', 'SHARED_SCOPE'];
+
+function scopeOf(raw: string | undefined): OwnerScope {
+  if (!SCOPES.includes(raw as OwnerScope)) throw new ValidationError(`Invalid scope: ${raw}`);
+  return raw as OwnerScope;
+}
+
+/**
+ * Attributes of customers and the tenant (platform.md §3.8 paths with `CUSTOMER`/`TENANT`),
+ * mounted at `/api/plugins/telemetry`: the dynamic thresholds of alarm rules live there. A
+ * customer user reads its own customer's attributes; only the tenant administrator writes.
+ */
+export function ownerAttributeRoutes(deps: {
+  attributes: OwnerAttributeService;
+  tenantId: () => string;
+  customerExists: (id: string) => boolean;
+  requireUser: RequireUser;
+}) {
+  const { attributes } = deps;
+  const app = new Hono<HttpEnv>();
+  const user = deps.requireUser;
+  const target = (type: string, raw: string, p: Principal): { type: OwnerType; id: string } => {
+    const id = requireUuid(raw, 'entityId');
+    if (type === 'TENANT') {
+      if (id !== deps.tenantId()) throw new NotFoundError(`Tenant with id [${id}] is not found`);
+      assertTenantAdmin(p);
+      return { type, id };
+    }
+    if (!deps.customerExists(id)) throw new NotFoundError(`Customer with id [${id}] is not found`);
+    assertCanReadCustomer(p, id);
+    return { type: 'CUSTOMER', id };
+  };
+  const owner = ':type{CUSTOMER|TENANT}/:id';
+  const keysOf = (raw: string | undefined) => (raw ? raw.split(',') : undefined);
+
+  app.get(`/${owner}/values/attributes`, user, (c) => {
+    const t = target(c.req.param('type'), c.req.param('id'), c.var.principal);
+    const keys = keysOf(c.req.query('keys'));
+    return jsonText(
+      c,
+      attributeListJson(SCOPES.flatMap((s) => attributes.get(t.type, t.id, s, keys))),
+    );
+  });
+  app.get(`/${owner}/values/attributes/:scope`, user, (c) => {
+    const t = target(c.req.param('type'), c.req.param('id'), c.var.principal);
+    const scope = scopeOf(c.req.param('scope'));
+    return jsonText(
+      c,
+      attributeListJson(attributes.get(t.type, t.id, scope, keysOf(c.req.query('keys')))),
+    );
+  });
+  const save = async (c: Parameters<RequireUser>[0]) => {
+    const p = c.var.principal;
+    const t = target(c.req.param('type') ?? '', c.req.param('id') ?? '', p);
+    assertTenantAdmin(p);
+    const scope = scopeOf(c.req.param('scope'));
+    const text = await c.req.text();
+    if (text.trim() === '') throw new ValidationError('Request body is required');
+    const values = parseTypedObject(text, { cast: false });
+    checkKeys(values.keys());
+    if (values.size === 0) throw new ValidationError('No attributes data found in request body!');
+    attributes.save(t.type, t.id, scope, values);
+    return c.body(null, 200);
+  };
+  app.post(`/${owner}/attributes/:scope`, user, save);
+  app.post(`/${owner}/:scope{SERVER_SCOPE|SHARED_SCOPE}`, user, save);
+  app.delete(`/${owner}/:scope{SERVER_SCOPE|SHARED_SCOPE}`, user, (c) => {
+    const p = c.var.principal;
+    const t = target(c.req.param('type'), c.req.param('id'), p);
+    assertTenantAdmin(p);
+    const keys = keysOf(c.req.query('keys'));
+    if (!keys) throw new ValidationError('keys is required');
+    attributes.delete(t.type, t.id, scopeOf(c.req.param('scope')), keys);
+    return c.body(null, 200);
+  });
+  return app;
+}
