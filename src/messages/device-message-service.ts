@@ -3,8 +3,9 @@ import type { Logger } from 'pino';
 import type { AttributeService } from '../attributes/attribute-service.js';
 import { parseTypedObject } from '../attributes/kv-value.js';
 import type { KvValue, TypedAttributeKv } from '../attributes/types.js';
-import type { ClaimService, DeviceClaimOutcome } from '../claims/claim-service.js';
+import type { ClaimRequest, ClaimService, DeviceClaimOutcome } from '../claims/claim-service.js';
 import { NULL_UUID } from '../common/entity.js';
+import { parseJsonPayload } from '../common/json-payload.js';
 import type { PollOutcome } from '../common/subscriptions.js';
 import type { ActivityService, ActivitySnapshot } from '../devices/activity-service.js';
 import type { Device, DeviceIdentity, DeviceService } from '../devices/device-service.js';
@@ -233,9 +234,14 @@ export class DeviceMessageService {
    * strings cast). Committed, then one `POST_ATTRIBUTES_REQUEST`.
    */
   postAttributes(device: DeviceIdentity, payload: Buffer | string): void {
+    this.saveClientAttributes(device, this.parseClientAttributes(payload));
+  }
+
+  /** A client-attribute payload: one JSON object, typed as §1.2 (numeric strings cast). */
+  parseClientAttributes(payload: Buffer | string): Map<string, KvValue> {
     const text = typeof payload === 'string' ? payload : payload.toString('utf8');
     if (text.trim() === '') throw new ValidationError('attributes: payload is empty');
-    this.saveClientAttributes(device, parseTypedObject(text, { cast: true }));
+    return parseTypedObject(text, { cast: true });
   }
 
   /**
@@ -281,10 +287,29 @@ export class DeviceMessageService {
     return outcome;
   }
 
-  /** A device's claim request (device-api.md §5.1); a `CLAIM_REQUEST` (the secret left out). */
-  claim(device: DeviceIdentity, body: unknown): DeviceClaimOutcome {
+  /**
+   * A claim payload (device-api.md §5.1): optional JSON `{"secretKey","durationMs"}`; empty or
+   * blank means the defaults. ValidationError for malformed JSON or wrongly typed fields.
+   */
+  parseClaim(payload: Buffer | string | undefined): ClaimRequest {
+    const text = typeof payload === 'string' ? payload : (payload?.toString('utf8') ?? '');
+    if (text.trim() === '') return {};
+    return this.#deps.claims.parseRequest(parseJsonPayload(text, 'claim'));
+  }
+
+  /**
+   * A device's claim request (device-api.md §5.1): the payload as `parseClaim` reads it, or a
+   * request it already read. Then a `CLAIM_REQUEST` (the secret left out).
+   */
+  claim(
+    device: DeviceIdentity,
+    payload: Buffer | string | ClaimRequest | undefined,
+  ): DeviceClaimOutcome {
     const { claims } = this.#deps;
-    const request = claims.parseRequest(body);
+    const request =
+      typeof payload === 'object' && !(payload instanceof Uint8Array)
+        ? payload
+        : this.parseClaim(payload);
     const outcome = claims.claimByDevice(device.id, request);
     this.#deferDevice(device.id, 'CLAIM_REQUEST', () => ({
       metadata: { outcome },
@@ -354,21 +379,20 @@ export class DeviceMessageService {
 
   /** A transport session opened (MQTT CONNECT): activity, then a `CONNECT_EVENT`. */
   connected(device: DeviceIdentity): void {
-    const { activity } = this.#deps;
-    activity.connected(device);
-    const snapshot = activity.snapshot(device.id);
-    this.#deferDevice(device.id, 'CONNECT_EVENT', () => ({
-      metadata: { scope: 'SERVER_SCOPE' },
-      data: snapshot ? activityData(snapshot, false) : {},
-    }));
+    this.#deps.activity.connected(device);
+    this.#sessionEvent(device, 'CONNECT_EVENT');
   }
 
   /** A transport session closed: activity, then a `DISCONNECT_EVENT`. */
   disconnected(device: DeviceIdentity): void {
-    const { activity } = this.#deps;
-    activity.disconnected(device);
-    const snapshot = activity.snapshot(device.id);
-    this.#deferDevice(device.id, 'DISCONNECT_EVENT', () => ({
+    this.#deps.activity.disconnected(device);
+    this.#sessionEvent(device, 'DISCONNECT_EVENT');
+  }
+
+  /** platform.md §7.4: the device state as it is now, without `active`. */
+  #sessionEvent(device: DeviceIdentity, type: 'CONNECT_EVENT' | 'DISCONNECT_EVENT'): void {
+    const snapshot = this.#deps.activity.snapshot(device.id);
+    this.#deferDevice(device.id, type, () => ({
       metadata: { scope: 'SERVER_SCOPE' },
       data: snapshot ? activityData(snapshot, false) : {},
     }));

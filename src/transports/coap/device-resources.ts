@@ -5,6 +5,8 @@ import {
   flatAttributesJson,
   sharedUpdateJson,
 } from '../../attributes/payloads.js';
+import { parseJsonPayload as parseJson } from '../../common/json-payload.js';
+import { DEVICE_LIMITS, nonNegativeInt } from '../../common/limits.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
 import {
   AuthenticationError,
@@ -13,7 +15,6 @@ import {
   ValidationError,
 } from '../../errors.js';
 import type { DeviceCore } from '../device-core.js';
-import { parseJsonPayload as parseJson } from '../payload.js';
 
 /**
  * CoAP device resources (reference §10), one dispatcher by method and path:
@@ -192,8 +193,6 @@ interface Ctx {
 }
 
 const JSON_FORMAT = 'application/json';
-// Reference §10: the CoAP wait for a client-side RPC reply (transport.coap.timeout).
-const CLIENT_RPC_TIMEOUT_MS = 10_000;
 
 function reply(res: OutgoingMessage, code: string, body?: string | Buffer, json = true): void {
   res.code = code;
@@ -299,19 +298,17 @@ async function feature(
       return;
     case 'rpc/id': {
       if (!post) methodNotAllowed();
-      if (rest.length !== 1 || !/^\d{1,9}$/.test(rest[0])) {
-        throw new ValidationError(`RPC id must be an integer: ${rest.join('/')}`);
-      }
+      if (rest.length !== 1) throw new ValidationError(`unknown resource rpc/${rest.join('/')}`);
+      const id = nonNegativeInt(rest[0], 'RPC id');
       // Checked as JSON, forwarded as the device wrote it (number formatting kept).
       parseJson(req.payload, 'rpc reply');
-      core.rpc.reply(device.id, Number(rest[0]), req.payload.toString('utf8'));
+      core.rpc.reply(device.id, id, req.payload.toString('utf8'));
       reply(res, '2.01');
       return;
     }
     case 'claim': {
       if (!post) methodNotAllowed();
-      const body = req.payload.length === 0 ? {} : parseJson(req.payload, 'claim');
-      core.messages.claim(device, body);
+      core.messages.claim(device, req.payload);
       reply(res, '2.01');
       return;
     }
@@ -401,7 +398,7 @@ function observe(
 async function clientRpc(ctx: Ctx, device: DeviceIdentity): Promise<void> {
   const body = parseJson(ctx.req.payload, 'rpc request');
   const outcome = await ctx.core.messages.toServerRpc(device, body, {
-    timeoutMs: CLIENT_RPC_TIMEOUT_MS,
+    timeoutMs: DEVICE_LIMITS.coapClientRpcTimeoutMs,
   });
   if (outcome.kind !== 'value') throw new TimeoutError('no reply to the client-side RPC');
   reply(ctx.res, '2.05', outcome.value);
@@ -420,9 +417,7 @@ function firmware(ctx: Ctx, type: 'FIRMWARE' | 'SOFTWARE', token: string): void 
   ctx.core.activity.record(device);
   const int = (name: string): number | undefined => {
     const raw = ctx.query.get(name);
-    if (raw === null || raw === '') return undefined;
-    if (!/^\d{1,9}$/.test(raw)) throw new ValidationError(`${name} must be a non-negative integer`);
-    return Number(raw);
+    return raw === null || raw === '' ? undefined : nonNegativeInt(raw, name);
   };
   const { data } = ctx.core.messages.firmware(device, type, {
     title: ctx.query.get('title') ?? undefined,

@@ -2,15 +2,16 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { parseKeyList } from '../../attributes/attribute-service.js';
 import { deviceAttributesJson, sharedUpdateJson } from '../../attributes/payloads.js';
+import { parseJsonPayload as parseJson } from '../../common/json-payload.js';
+import { DEVICE_LIMITS, nonNegativeInt } from '../../common/limits.js';
 import type { Subscription } from '../../common/subscriptions.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
 import type { DeviceMessageService } from '../../messages/device-message-service.js';
 import type { OtaType } from '../../ota/ota-service.js';
 import type { DeviceCore } from '../device-core.js';
-import { parseJsonPayload as parseJson } from '../payload.js';
 import { GatewaySession } from './gateway-session.js';
-import { TOPIC } from './topics.js';
+import { GATEWAY_TOPIC, OTA_TOPIC, otaRequest, TOPIC } from './topics.js';
 
 /** Sends one PUBLISH to this session's client (QoS 0 or 1, never retained). */
 export type Send = (topic: string, payload: string | Buffer, qos: 0 | 1) => Promise<void>;
@@ -18,18 +19,11 @@ export type Send = (topic: string, payload: string | Buffer, qos: 0 | 1) => Prom
 /** What a publish did, for the adapter: `unknown-topic` is acknowledged and dropped (reference §11). */
 export type PublishResult = 'handled' | 'unknown-topic';
 
-const GATEWAY_PREFIX = 'v1/gateway/';
-// Reference §7.2: v2/fw/request/{requestId}/chunk/{chunk} (and v2/sw/...).
-const OTA_REQUEST = /^v2\/(fw|sw)\/request\/(\d{1,9})\/chunk\/(\d{1,9})$/;
+const { maxPayloadBytes, maxInflightMessages } = DEVICE_LIMITS;
 
-/** Largest payload the gateway sends or accepts, reported by `getSessionLimits` (reference §4). */
-export const MAX_PAYLOAD_BYTES = 65536;
-export const MAX_INFLIGHT = 100;
-
+/** The request id at the end of a topic (`.../request/{id}`), by the core's rule. */
 function integerSuffix(topic: string, prefix: string): number {
-  const raw = topic.slice(prefix.length);
-  if (!/^\d{1,9}$/.test(raw)) throw new ValidationError(`request id must be an integer: ${raw}`);
-  return Number(raw);
+  return nonNegativeInt(topic.slice(prefix.length), 'request id');
 }
 
 /**
@@ -60,7 +54,7 @@ export class DeviceSession {
   /** Handles a device PUBLISH; resolves after the data is committed. Throws ValidationError on bad input. */
   async publish(topic: string, payload: Buffer): Promise<PublishResult> {
     const { core, device } = this;
-    if (this.#gateway && topic.startsWith(GATEWAY_PREFIX))
+    if (this.#gateway && topic.startsWith(GATEWAY_TOPIC.prefix))
       return await this.#gateway.publish(topic, payload);
     if (topic === TOPIC.telemetry) {
       await core.messages.postTelemetry(device, payload);
@@ -95,19 +89,13 @@ export class DeviceSession {
       this.#clientRpc(id, parseJson(payload, 'rpc request'));
       return 'handled';
     }
-    const ota = OTA_REQUEST.exec(topic);
+    const ota = otaRequest(topic);
     if (ota) {
-      await this.#otaChunk(
-        ota[1] === 'fw' ? 'FIRMWARE' : 'SOFTWARE',
-        ota[2],
-        Number(ota[3]),
-        payload,
-      );
+      await this.#otaChunk(ota.type, ota.requestId, ota.chunk, payload);
       return 'handled';
     }
     if (topic === TOPIC.claim) {
-      const body = payload.length === 0 ? {} : parseJson(payload, 'claim');
-      core.messages.claim(device, body);
+      core.messages.claim(device, payload);
       return 'handled';
     }
     return 'unknown-topic';
@@ -116,7 +104,7 @@ export class DeviceSession {
   /** Starts what a granted SUBSCRIBE asks for. */
   subscribed(filter: string): void {
     if (this.#closed || this.#subs.has(filter)) return;
-    if (this.#gateway && filter.startsWith(GATEWAY_PREFIX)) {
+    if (this.#gateway && filter.startsWith(GATEWAY_TOPIC.prefix)) {
       this.#gateway.subscribed(filter);
       return;
     }
@@ -144,7 +132,8 @@ export class DeviceSession {
   }
 
   unsubscribed(filter: string): void {
-    if (this.#gateway && filter.startsWith(GATEWAY_PREFIX)) this.#gateway.unsubscribed(filter);
+    if (this.#gateway && filter.startsWith(GATEWAY_TOPIC.prefix))
+      this.#gateway.unsubscribed(filter);
     this.#subs.get(filter)?.unsubscribe();
     this.#subs.delete(filter);
   }
@@ -170,8 +159,8 @@ export class DeviceSession {
     if (method === 'getSessionLimits') {
       // Answered by the transport itself, as ThingsBoard does: the SDKs ask on every connect.
       const limits = {
-        maxPayloadSize: MAX_PAYLOAD_BYTES,
-        maxInflightMessages: MAX_INFLIGHT,
+        maxPayloadSize: maxPayloadBytes,
+        maxInflightMessages,
         rateLimits: { messages: null, telemetryMessages: null, telemetryDataPoints: null },
       };
       void this.#reply(responseTopic, JSON.stringify(limits));
@@ -197,12 +186,16 @@ export class DeviceSession {
    * reuses the size remembered for the request id (0 = the whole file). Errors go to
    * `v2/fw/error` and close the connection, as ThingsBoard does.
    */
-  async #otaChunk(type: OtaType, requestId: string, chunk: number, payload: Buffer): Promise<void> {
-    const prefix = type === 'FIRMWARE' ? 'v2/fw' : 'v2/sw';
+  async #otaChunk(
+    type: OtaType,
+    requestId: string,
+    rawChunk: string,
+    payload: Buffer,
+  ): Promise<void> {
+    nonNegativeInt(requestId, 'firmware request id');
+    const chunk = nonNegativeInt(rawChunk, 'chunk');
     const text = payload.toString('utf8').trim();
-    if (text !== '' && !/^\d{1,9}$/.test(text)) {
-      throw new ValidationError(`firmware chunk size must be a decimal number: ${text}`);
-    }
+    const requested = text === '' ? 0 : nonNegativeInt(text, 'firmware chunk size');
     const key = `${type}:${requestId}`;
     let download = this.#downloads.get(key);
     try {
@@ -212,18 +205,18 @@ export class DeviceSession {
       }
     } catch (err) {
       if (!(err instanceof NotFoundError)) throw err;
-      await this.#reply('v2/fw/error', 'NOT_FOUND');
+      await this.#reply(OTA_TOPIC.error, 'NOT_FOUND');
       throw err;
     }
-    const size = Number(text || 0) || download.size;
-    if (size > MAX_PAYLOAD_BYTES) {
-      await this.#reply('v2/fw/error', 'PAYLOAD_TOO_LARGE');
-      throw new ValidationError(`firmware chunk size ${size} is over ${MAX_PAYLOAD_BYTES}`);
+    const size = requested || download.size;
+    if (size > maxPayloadBytes) {
+      await this.#reply(OTA_TOPIC.error, 'PAYLOAD_TOO_LARGE');
+      throw new ValidationError(`firmware chunk size ${size} is over ${maxPayloadBytes}`);
     }
     download.size = size;
     this.core.messages.firmwareRequested(this.device, type, { size, chunk, requestId });
     const data = this.core.ota.chunk(download.packageId, size, chunk);
-    await this.send(`${prefix}/response/${requestId}/chunk/${chunk}`, data, 1);
+    await this.send(OTA_TOPIC.response(type, requestId, chunk), data, 1);
   }
 
   async #reply(topic: string, payload: string): Promise<void> {

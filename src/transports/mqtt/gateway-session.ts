@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { parseTypedObject, writeKvObject, writeKvValue } from '../../attributes/kv-value.js';
+import { writeKvObject, writeKvValue } from '../../attributes/kv-value.js';
 import { sharedUpdateJson } from '../../attributes/payloads.js';
 import type { TypedAttributeKv } from '../../attributes/types.js';
 import {
@@ -8,24 +8,14 @@ import {
   parseJsonText,
   stringifyJsonText,
 } from '../../common/json-text.js';
+import { DEVICE_LIMITS, nonNegativeInt } from '../../common/limits.js';
 import type { Subscription } from '../../common/subscriptions.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
 import { ValidationError } from '../../errors.js';
 import { parseTelemetry, TELEMETRY_LIMITS } from '../../telemetry/telemetry-parser.js';
 import type { DeviceCore } from '../device-core.js';
 import type { PublishResult, Send } from './device-session.js';
-
-/** Topics of the gateway API (reference §9). */
-export const GATEWAY_TOPIC = {
-  connect: 'v1/gateway/connect',
-  disconnect: 'v1/gateway/disconnect',
-  telemetry: 'v1/gateway/telemetry',
-  attributes: 'v1/gateway/attributes',
-  attributesRequest: 'v1/gateway/attributes/request',
-  attributesResponse: 'v1/gateway/attributes/response',
-  rpc: 'v1/gateway/rpc',
-  claim: 'v1/gateway/claim',
-} as const;
+import { GATEWAY_TOPIC } from './topics.js';
 
 type JsonObject = { [key: string]: JsonText };
 
@@ -37,8 +27,7 @@ interface Child {
 
 // The device map and the per-device array wrap the §1.1 forms in two more levels.
 const MAX_DEPTH = TELEMETRY_LIMITS.maxDepth + 2;
-// The longest device name `DeviceService.save` accepts.
-const MAX_NAME_LENGTH = 255;
+const MAX_NAME_LENGTH = DEVICE_LIMITS.maxDeviceNameLength;
 
 function isObject(v: JsonText | undefined): v is JsonObject {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof JsonNumber);
@@ -85,10 +74,8 @@ function deviceMap(body: JsonObject, what: string): Array<[string, JsonText]> {
 /** A request id: a non-negative integer, or its decimal string (ThingsBoard's Gson accepts both). */
 function requestId(v: JsonText | undefined, what: string): number {
   const raw = v instanceof JsonNumber ? v.raw : typeof v === 'string' ? v : undefined;
-  if (raw === undefined || !/^\d{1,9}$/.test(raw)) {
-    throw new ValidationError(`${what}: "id" must be a non-negative integer`);
-  }
-  return Number(raw);
+  if (raw === undefined) throw new ValidationError(`${what}: "id" must be a non-negative integer`);
+  return nonNegativeInt(raw, `${what}: "id"`);
 }
 
 /** §9: per-element `metadata` (gateway latency statistics) is not stored. */
@@ -250,7 +237,7 @@ export class GatewaySession {
       if (!isObject(value)) {
         throw new ValidationError(`${what}: the value of "${name}" must be a JSON object`);
       }
-      return { name, values: parseTypedObject(stringifyJsonText(value), { cast: true }) };
+      return { name, values: this.core.messages.parseClientAttributes(stringifyJsonText(value)) };
     });
     const children = typed.map((t) => this.#child(t.name));
     for (const [i, t] of typed.entries()) {
@@ -312,13 +299,11 @@ export class GatewaySession {
       if (!isObject(value)) {
         throw new ValidationError(`${what}: the value of "${name}" must be a JSON object`);
       }
-      const plain = JSON.parse(stringifyJsonText(value)) as unknown;
       // Validated for every device before any is claimed.
-      this.core.claims.parseRequest(plain);
-      return { name, body: plain };
+      return { name, request: this.core.messages.parseClaim(stringifyJsonText(value)) };
     });
     const children = requests.map((r) => this.#child(r.name));
-    for (const [i, r] of requests.entries()) this.core.messages.claim(children[i], r.body);
+    for (const [i, r] of requests.entries()) this.core.messages.claim(children[i], r.request);
   }
 
   /**

@@ -1,7 +1,11 @@
 /**
- * ThingsBoard device topics (reference §0, §11). Only these filters may be subscribed to; the
- * gateway is not a general broker, so nothing a device publishes is forwarded to other clients.
+ * Every MQTT topic of the gateway, in one module (issue 13): the device API (reference §0, §11),
+ * firmware downloads (§7.2), provisioning (§6.4) and the gateway API (§9). Only the filters below
+ * may be subscribed to; the gateway is not a general broker, so nothing a device publishes is
+ * forwarded to other clients.
  */
+
+import type { OtaType } from '../../ota/ota-service.js';
 
 export const TOPIC = {
   telemetry: 'v1/devices/me/telemetry',
@@ -15,12 +19,50 @@ export const TOPIC = {
   provisionResponse: '/provision/response',
 } as const;
 
+/** Topics of the gateway API (reference §9), for devices flagged as gateways. */
+export const GATEWAY_TOPIC = {
+  prefix: 'v1/gateway/',
+  connect: 'v1/gateway/connect',
+  disconnect: 'v1/gateway/disconnect',
+  telemetry: 'v1/gateway/telemetry',
+  attributes: 'v1/gateway/attributes',
+  attributesRequest: 'v1/gateway/attributes/request',
+  attributesResponse: 'v1/gateway/attributes/response',
+  rpc: 'v1/gateway/rpc',
+  claim: 'v1/gateway/claim',
+} as const;
+
+/** Firmware (`v2/fw/...`) and software (`v2/sw/...`) download topics (reference §7.2). */
+export const OTA_TOPIC = {
+  /** @NOTE: errors of both types go to `v2/fw/error`, as the gateway has always sent them. */
+  error: 'v2/fw/error',
+  response: (type: OtaType, requestId: string, chunk: number) =>
+    `${otaPrefix(type)}/response/${requestId}/chunk/${chunk}`,
+} as const;
+
+function otaPrefix(type: OtaType): string {
+  return type === 'FIRMWARE' ? 'v2/fw' : 'v2/sw';
+}
+
+// v2/fw/request/{requestId}/chunk/{chunk} (and v2/sw/...); the numbers are checked by the core.
+const OTA_REQUEST = /^v2\/(fw|sw)\/request\/(\d+)\/chunk\/(\d+)$/;
+
+/** A firmware chunk request topic, its parts as written; undefined for any other topic. */
+export function otaRequest(
+  topic: string,
+): { type: OtaType; requestId: string; chunk: string } | undefined {
+  const m = OTA_REQUEST.exec(topic);
+  return m
+    ? { type: m[1] === 'fw' ? 'FIRMWARE' : 'SOFTWARE', requestId: m[2], chunk: m[3] }
+    : undefined;
+}
+
 /** SUBSCRIBE filters a device session may use (reference §11, "Not a broker"). */
 const DEVICE_FILTERS = new Set([
-  'v1/devices/me/attributes',
-  'v1/devices/me/attributes/response/+',
-  'v1/devices/me/rpc/request/+',
-  'v1/devices/me/rpc/response/+',
+  TOPIC.attributes,
+  `${TOPIC.attributesResponsePrefix}+`,
+  `${TOPIC.rpcRequestPrefix}+`,
+  `${TOPIC.rpcResponsePrefix}+`,
   'v2/fw/response/+/chunk/+',
   'v2/sw/response/+/chunk/+',
   'v2/fw/error',
@@ -31,10 +73,10 @@ const DEVICE_FILTERS = new Set([
   'v2/sw/response/+',
 ]);
 
-const GATEWAY_FILTERS = new Set([
-  'v1/gateway/attributes',
-  'v1/gateway/rpc',
-  'v1/gateway/attributes/response',
+const GATEWAY_FILTERS = new Set<string>([
+  GATEWAY_TOPIC.attributes,
+  GATEWAY_TOPIC.rpc,
+  GATEWAY_TOPIC.attributesResponse,
 ]);
 
 const PROVISION_FILTERS = new Set<string>([TOPIC.provisionResponse]);
@@ -46,14 +88,14 @@ export function maySubscribe(kind: SessionKind, filter: string, isGateway = fals
   return DEVICE_FILTERS.has(filter) || (isGateway && GATEWAY_FILTERS.has(filter));
 }
 
-const GATEWAY_TYPES = new Map([
-  ['v1/gateway/connect', 'gateway_connect'],
-  ['v1/gateway/disconnect', 'gateway_disconnect'],
-  ['v1/gateway/telemetry', 'gateway_telemetry'],
-  ['v1/gateway/attributes', 'gateway_attributes'],
-  ['v1/gateway/attributes/request', 'gateway_attributes_request'],
-  ['v1/gateway/rpc', 'gateway_rpc'],
-  ['v1/gateway/claim', 'gateway_claim'],
+const GATEWAY_TYPES = new Map<string, string>([
+  [GATEWAY_TOPIC.connect, 'gateway_connect'],
+  [GATEWAY_TOPIC.disconnect, 'gateway_disconnect'],
+  [GATEWAY_TOPIC.telemetry, 'gateway_telemetry'],
+  [GATEWAY_TOPIC.attributes, 'gateway_attributes'],
+  [GATEWAY_TOPIC.attributesRequest, 'gateway_attributes_request'],
+  [GATEWAY_TOPIC.rpc, 'gateway_rpc'],
+  [GATEWAY_TOPIC.claim, 'gateway_claim'],
 ]);
 
 /** The message type of a device PUBLISH, for metrics (a small fixed set of labels). */

@@ -1,7 +1,6 @@
 import { Hono } from 'hono';
 import { type AttributeService, parseKeyList } from '../../../attributes/attribute-service.js';
 import { deviceAttributesJson, sharedUpdateJson } from '../../../attributes/payloads.js';
-import { ValidationError } from '../../../errors.js';
 import type { DeviceMessageService } from '../../../messages/device-message-service.js';
 import { type HttpEnv, readBody } from '../context.js';
 import type { DeviceAuth } from './device-auth.js';
@@ -19,9 +18,7 @@ export function deviceAttributeRoutes(deps: {
 
   // §2.1: a single JSON object, typed as §1.2 (numeric strings cast); 200 with an empty body.
   app.post('/:token/attributes', auth, async (c) => {
-    const text = (await readBody(c)).toString('utf8');
-    if (text.trim() === '') throw new ValidationError('Request body is required');
-    deps.messages.postAttributes(c.var.device, text);
+    deps.messages.postAttributes(c.var.device, await readBody(c));
     return c.body(null, 200);
   });
 

@@ -1,5 +1,4 @@
 import { Hono } from 'hono';
-import { ValidationError } from '../../../errors.js';
 import type { DeviceMessageService } from '../../../messages/device-message-service.js';
 import { type HttpEnv, readBody } from '../context.js';
 import type { DeviceAuth } from './device-auth.js';
@@ -12,16 +11,7 @@ import type { DeviceAuth } from './device-auth.js';
 export function claimApi(deps: { deviceAuth: DeviceAuth; messages: DeviceMessageService }) {
   const app = new Hono<HttpEnv>();
   app.post('/:token/claim', deps.deviceAuth, async (c) => {
-    const text = (await readBody(c)).toString('utf8');
-    let body: unknown;
-    if (text.trim() !== '') {
-      try {
-        body = JSON.parse(text);
-      } catch (err) {
-        throw new ValidationError(`Invalid JSON body: ${(err as Error).message}`, { cause: err });
-      }
-    }
-    deps.messages.claim(c.var.device, body);
+    deps.messages.claim(c.var.device, await readBody(c));
     return c.body(null, 200);
   });
   return app;

@@ -1,4 +1,5 @@
 import { type Context, Hono } from 'hono';
+import { nonNegativeInt } from '../../../common/limits.js';
 import { NotFoundError, ValidationError } from '../../../errors.js';
 import type { DeviceMessageService } from '../../../messages/device-message-service.js';
 import type { OtaService, OtaType } from '../../../ota/ota-service.js';
@@ -8,11 +9,12 @@ import type { DeviceAuth } from './device-auth.js';
 function intParam(c: Context, name: string, problems: string[]): number | undefined {
   const raw = c.req.query(name);
   if (raw === undefined || raw === '') return undefined;
-  if (!/^\d{1,15}$/.test(raw)) {
-    problems.push(`${name} must be a non-negative integer`);
+  try {
+    return nonNegativeInt(raw, name);
+  } catch (err) {
+    problems.push((err as Error).message);
     return undefined;
   }
-  return Number(raw);
 }
 
 /**

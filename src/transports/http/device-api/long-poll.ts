@@ -1,24 +1,17 @@
 import type { Context } from 'hono';
+import { DEVICE_LIMITS, nonNegativeInt } from '../../../common/limits.js';
 import type { PollOutcome } from '../../../common/subscriptions.js';
-import { UnavailableError, ValidationError } from '../../../errors.js';
-
-/** `transport.http.request_timeout` / `max_request_timeout` (reference device-api.md §8.5). */
-export const DEFAULT_POLL_MS = 60_000;
-export const MAX_POLL_MS = 300_000;
+import { UnavailableError } from '../../../errors.js';
 
 /**
  * The `timeout` query parameter of a long poll, in ms: absent or `0` means 60 s (§2.3, §3.3);
  * above 300 s it is cut to 300 s. Anything but a non-negative integer is a 400.
  */
 export function pollTimeout(raw: string | undefined): number {
-  if (raw === undefined || raw === '') return DEFAULT_POLL_MS;
-  if (!/^\d{1,15}$/.test(raw)) {
-    throw new ValidationError(
-      `timeout must be a non-negative integer of milliseconds, got: ${raw}`,
-    );
-  }
-  const ms = Number(raw);
-  return ms === 0 ? DEFAULT_POLL_MS : Math.min(ms, MAX_POLL_MS);
+  const { pollDefaultMs, pollMaxMs, maxTimeoutMs } = DEVICE_LIMITS;
+  if (raw === undefined || raw === '') return pollDefaultMs;
+  const ms = nonNegativeInt(raw, 'timeout (ms)', maxTimeoutMs);
+  return ms === 0 ? pollDefaultMs : Math.min(ms, pollMaxMs);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { Hono } from 'hono';
+import { nonNegativeInt } from '../../../common/limits.js';
 import { ValidationError } from '../../../errors.js';
 import type { DeviceMessageService } from '../../../messages/device-message-service.js';
 import type { ClientRpcService } from '../../../rpc/client-rpc.js';
@@ -31,11 +32,10 @@ export function deviceRpcRoutes(deps: {
 
   // §3.3: any body, forwarded as text; 200 also for unknown ids; non-integer id -> 400.
   app.post('/:token/rpc/:id', auth, async (c) => {
-    const raw = c.req.param('id');
-    if (!/^\d{1,9}$/.test(raw)) throw new ValidationError(`RPC id must be an integer, got: ${raw}`);
+    const id = nonNegativeInt(c.req.param('id'), 'RPC id');
     const body = (await readBody(c)).toString('utf8');
     if (body === '') throw new ValidationError('Request body is required');
-    rpc.reply(c.var.device.id, Number(raw), body);
+    rpc.reply(c.var.device.id, id, body);
     return c.body(null, 200);
   });
 

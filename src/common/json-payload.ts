@@ -10,6 +10,6 @@ export function parseJsonPayload(payload: Buffer | string, what: string): unknow
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new ValidationError(`${what}: invalid JSON: ${(err as Error).message}`, { cause: err });
+    throw new ValidationError(`${what}: Invalid JSON: ${(err as Error).message}`, { cause: err });
   }
 }
