@@ -10,12 +10,12 @@ import type { PollOutcome } from '../common/subscriptions.js';
 import type { ActivityService, ActivitySnapshot } from '../devices/activity-service.js';
 import type { Device, DeviceIdentity, DeviceService } from '../devices/device-service.js';
 import { ValidationError } from '../errors.js';
-import type { ChangeSource, EventBus, TelemetryPoint } from '../events.js';
+import type { ChangeSource, EventBus } from '../events.js';
 import type { OtaChunk, OtaService, OtaType } from '../ota/ota-service.js';
 import type { ProvisionResponse, ProvisionService } from '../provisioning/provision-service.js';
 import type { ClientRpcService } from '../rpc/client-rpc.js';
 import type { TsEntry } from '../telemetry/telemetry-parser.js';
-import { type TelemetryService, telemetryValue } from '../telemetry/telemetry-service.js';
+import type { TelemetryService } from '../telemetry/telemetry-service.js';
 import { MessagePipeline, type MessagePipelineStats, type PendingMsg } from './message-pipeline.js';
 import type { EntityRef, GatewayMsg, MessageProcessor, MsgType } from './types.js';
 
@@ -113,7 +113,9 @@ export class DeviceMessageService {
       if (source?.kind === 'system') return;
       this.#deferDevice(deviceId, 'TIMESERIES_UPDATED', () => ({
         metadata: userMetadata(source),
-        data: { timeseries: byTs(points).map(([ts, values]) => ({ ts, values })) },
+        data: {
+          timeseries: byTs(points, (p) => p.value).map(([ts, values]) => ({ ts, values })),
+        },
       }));
     });
     bus.on(OWNER, 'telemetry.deleted', ({ deviceId, keys, startTs, endTs, source }) => {
@@ -437,8 +439,7 @@ export class DeviceMessageService {
   #telemetryMsgs(deviceId: string, points: readonly TsEntry[]): GatewayMsg[] {
     const info = this.#infoOf(deviceId);
     if (!info) return [];
-    const values = points.map((p) => ({ key: p.key, ts: p.ts, value: telemetryValue(p) }));
-    return byTs(values).map(([ts, data]) =>
+    return byTs(points, entryValue).map(([ts, data]) =>
       this.#deviceMsg(deviceId, info, 'POST_TELEMETRY_REQUEST', { ts: String(ts) }, data),
     );
   }
@@ -508,7 +509,7 @@ function userMetadata(source: ChangeSource | undefined): Record<string, string> 
 /** `{"key": value}` with JSON types (a LONG beyond 2^53 becomes a number, as JSON has no longs). */
 function attributeData(values: readonly TypedAttributeKv[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const kv of values) setOwn(out, kv.key, jsonValue(kv.value));
+  for (const kv of values) put(out, kv.key, jsonValue(kv.value));
   return out;
 }
 
@@ -516,23 +517,50 @@ function jsonValue(value: unknown): unknown {
   return typeof value === 'bigint' ? Number(value) : value;
 }
 
-/** Points grouped by timestamp, ascending; each group `{"key": value}`. */
-function byTs(points: readonly TelemetryPoint[]): Array<[number, Record<string, unknown>]> {
+/**
+ * Points grouped by timestamp, ascending; each group `{"key": value}`. A payload of one
+ * timestamp (the usual case) takes no map and no sort.
+ */
+function byTs<P extends { readonly key: string; readonly ts: number }>(
+  points: readonly P[],
+  value: (p: P) => unknown,
+): Array<[number, Record<string, unknown>]> {
+  const first = points[0]?.ts;
+  if (points.every((p) => p.ts === first)) {
+    const data: Record<string, unknown> = {};
+    for (const p of points) put(data, p.key, value(p));
+    return points.length > 0 ? [[first, data]] : [];
+  }
   const groups = new Map<number, Record<string, unknown>>();
   for (const p of points) {
-    let values = groups.get(p.ts);
-    if (!values) {
-      values = {};
-      groups.set(p.ts, values);
+    let data = groups.get(p.ts);
+    if (!data) {
+      data = {};
+      groups.set(p.ts, data);
     }
-    setOwn(values, p.key, typeof p.value === 'string' ? p.value : jsonValue(p.value));
+    put(data, p.key, value(p));
   }
   return [...groups].sort((a, b) => a[0] - b[0]);
 }
 
-/** Sets a key as plain data (a `__proto__` key stays a key). */
-function setOwn(obj: Record<string, unknown>, key: string, value: unknown): void {
-  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+/** A stored point as JSON: JSON values parsed, a LONG beyond 2^53 as the nearest number. */
+function entryValue(p: TsEntry): unknown {
+  if (p.kind === 'json') return JSON.parse(p.value as string) as unknown;
+  return typeof p.value === 'bigint' ? Number(p.value) : p.value;
+}
+
+/** Sets a key as plain data (a `__proto__` key stays a key, as the JSON parser keeps it). */
+function put(obj: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') {
+    Object.defineProperty(obj, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else {
+    obj[key] = value;
+  }
 }
 
 /** platform.md §7.4: the device state as event data (`active` left out of connect events). */

@@ -78,22 +78,27 @@ describe('MessagePipeline', () => {
     assert.equal(p.stats().failed, 2);
   });
 
-  it('hands over at most `batch` entries per turn, and stop processes the rest', async () => {
+  it('a turn hands over what was queued before it, within its time budget; stop processes the rest', async () => {
     let n = 0;
-    const p = new MessagePipeline({
+    const p = new MessagePipeline({ log, capacity: 1000, processor: { process: () => n++ } });
+    for (let i = 0; i < 500; i++) p.submit(msg(i));
+    await turn();
+    assert.equal(n, 500, 'a burst is handed over in one turn');
+    let slow = 0;
+    const q = new MessagePipeline({
       log,
-      capacity: 100,
-      batch: 10,
-      processor: { process: () => n++ },
+      capacity: 1000,
+      turnBudgetMs: 0,
+      processor: { process: () => slow++ },
     });
-    for (let i = 0; i < 25; i++) p.submit(msg(i));
+    for (let i = 0; i < 200; i++) q.submit(msg(i));
     await turn();
-    assert.equal(n, 10);
-    p.stop();
-    assert.equal(n, 25);
-    assert.equal(p.submit(msg(99)), false, 'stopped');
+    assert.equal(slow, 64, 'a spent budget ends the turn after one slice');
+    q.stop();
+    assert.equal(slow, 200);
+    assert.equal(q.submit(msg(999)), false, 'stopped');
     await turn();
-    assert.equal(n, 25);
+    assert.equal(slow, 200);
   });
 
   it('logs drops once per interval with the count', () => {

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { GatewayMsg, MessageProcessor } from './types.js';
 
@@ -13,8 +14,11 @@ export interface MessagePipelineDeps {
   /** Most entries waiting; past it the oldest is dropped and counted. */
   readonly capacity: number;
   readonly processor?: MessageProcessor;
-  /** Entries handed over per turn of the event loop, so that I/O (acknowledgements) interleaves. */
-  readonly batch?: number;
+  /**
+   * Longest a drain holds the event loop (default 20 ms): a turn hands over the entries queued
+   * when it began, unless this runs out first, so I/O (acknowledgements) interleaves.
+   */
+  readonly turnBudgetMs?: number;
   /** Drops and failures are logged at most once per this interval (default 10 s), with counts. */
   readonly logIntervalMs?: number;
   readonly now?: () => number;
@@ -150,7 +154,16 @@ export class MessagePipeline {
 
   #drain(): void {
     this.#scheduled = undefined;
-    this.#take(this.#deps.batch ?? 256);
+    // What arrived before this turn, so the drain keeps up with any rate of producers; a slow
+    // processor is cut off by the budget, and what it leaves waits for the next turn.
+    const deadline = performance.now() + (this.#deps.turnBudgetMs ?? 20);
+    let left = this.#size;
+    while (left > 0 && this.#size > 0) {
+      const n = Math.min(left, 64);
+      this.#take(n);
+      left -= n;
+      if (performance.now() >= deadline) break;
+    }
     if (this.#size > 0) this.#scheduled = setImmediate(() => this.#drain());
   }
 
