@@ -49,10 +49,13 @@ describe('checkpointer', () => {
   it('keeps the WAL file bounded under writes without pauses', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'edge-ckpt-'));
     const db = openDb({ dataDir: dir, durability: 'normal' });
+    // A failed assertion must still end the worker: a live one kept the test process from exiting.
+    let stopCkpt = async () => {};
     try {
       db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)');
       const walBytes = 256 * 1024;
       const ckpt = new Checkpointer({ db, dataDir: dir, log, walBytes, pollMs: 20 });
+      stopCkpt = () => ckpt.stop();
       ckpt.start();
       // The file shrinks back to this size whenever SQLite starts the WAL over.
       db.pragma(`journal_size_limit = ${walBytes}`);
@@ -77,8 +80,8 @@ describe('checkpointer', () => {
       }
       assert.ok(ckpt.finished > 0, 'the gateway connection finished checkpoints');
       assert.ok(largest < 40e6, `the WAL file stayed bounded: at most ${largest} bytes`);
-      await ckpt.stop();
     } finally {
+      await stopCkpt();
       db.close();
       await rm(dir, { recursive: true, force: true });
     }
