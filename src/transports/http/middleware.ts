@@ -3,6 +3,7 @@ import type { AuthService } from '../../auth/auth-service.js';
 import {
   assertCanReadDevice,
   assertCanWriteDevice,
+  assertTenantAdmin,
   type SharedDeviceAccess,
 } from '../../auth/authorization.js';
 import { requireUuid } from '../../common/entity.js';
@@ -28,6 +29,12 @@ export function requireUser(auth: AuthService): RequireUser {
     await next();
   };
 }
+
+/** Lets only the tenant administrator through (after `requireUser`); 403 for anyone else. */
+export const requireTenantAdmin: MiddlewareHandler<HttpEnv> = async (c, next) => {
+  assertTenantAdmin(c.var.principal);
+  await next();
+};
 
 /**
  * Checks the caller's access to the device named by the route parameter `param` (after

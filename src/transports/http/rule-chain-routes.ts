@@ -1,11 +1,10 @@
-import { Hono, type MiddlewareHandler } from 'hono';
-import { assertTenantAdmin } from '../../auth/authorization.js';
+import { Hono } from 'hono';
 import { parsePageQuery, requireUuid } from '../../common/entity.js';
 import type { RuleChainService } from '../../rules/rule-chain-service.js';
 import { RULE_CHAIN_SORT } from '../../rules/rule-chain-store.js';
 import type { RuleEngine } from '../../rules/rule-engine.js';
 import { type HttpEnv, queryRecord, readJson } from './context.js';
-import type { RequireUser } from './middleware.js';
+import { type RequireUser, requireTenantAdmin } from './middleware.js';
 
 /**
  * Rule chains on ThingsBoard's REST paths (rule-engine reference §1.5), mounted at `/api`, for
@@ -21,10 +20,7 @@ export function ruleChainRoutes(deps: {
   const app = new Hono<HttpEnv>();
   const chainId = (raw: string | undefined) => requireUuid(raw, 'ruleChainId');
   const user = deps.requireUser;
-  const admin: MiddlewareHandler<HttpEnv> = async (c, next) => {
-    assertTenantAdmin(c.var.principal);
-    await next();
-  };
+  const admin = requireTenantAdmin;
 
   app.post('/ruleChain', user, admin, async (c) => c.json(chains.save(await readJson(c))));
   app.post('/ruleChain/metadata', user, admin, async (c) =>

@@ -1,9 +1,8 @@
-import { Hono, type MiddlewareHandler } from 'hono';
-import { assertTenantAdmin } from '../../auth/authorization.js';
+import { Hono } from 'hono';
 import { requireUuid } from '../../common/entity.js';
 import type { SchedulerEventService } from '../../scheduler/scheduler-event-service.js';
 import { type HttpEnv, readJson } from './context.js';
-import type { RequireUser } from './middleware.js';
+import { type RequireUser, requireTenantAdmin } from './middleware.js';
 
 /**
  * Scheduler events on ThingsBoard PE's paths (issue 14 §11), mounted at `/api`, for the tenant
@@ -13,10 +12,7 @@ export function schedulerRoutes(deps: { events: SchedulerEventService; requireUs
   const { events } = deps;
   const app = new Hono<HttpEnv>();
   const user = deps.requireUser;
-  const admin: MiddlewareHandler<HttpEnv> = async (c, next) => {
-    assertTenantAdmin(c.var.principal);
-    await next();
-  };
+  const admin = requireTenantAdmin;
   const eventId = (raw: string | undefined) => requireUuid(raw, 'schedulerEventId');
 
   app.post('/schedulerEvent', user, admin, async (c) => c.json(events.save(await readJson(c))));
