@@ -1,6 +1,7 @@
 // Bundles the server into dist/edge-gateway.mjs and the web UI into dist/ui/.
 // Native addons stay external: Node resolves them from node_modules beside the project at run
 // time, so `node dist/edge-gateway.mjs` works from any working directory on this machine.
+import { execFileSync } from 'node:child_process';
 import { copyFile, mkdir, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,6 +36,20 @@ module.exports = createDebug;`,
   },
 };
 
+/** The commit `--version` prints: `git rev-parse`, `+dirty` with uncommitted changes. */
+function gitCommit() {
+  const git = (...args) =>
+    execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    const head = git('rev-parse', '--short=12', 'HEAD').trim();
+    return git('status', '--porcelain', '--untracked-files=no').trim() === ''
+      ? head
+      : `${head}+dirty`;
+  } catch {
+    return 'unknown';
+  }
+}
+
 await rm(out, { recursive: true, force: true });
 await mkdir(join(out, 'ui'), { recursive: true });
 
@@ -43,8 +58,9 @@ await esbuild.build({
   outfile: join(out, 'edge-gateway.mjs'),
   bundle: true,
   platform: 'node',
-  target: 'node20',
+  target: 'node24',
   format: 'esm',
+  define: { EDGE_GIT_COMMIT: JSON.stringify(gitCommit()) },
   external: NATIVE,
   minifySyntax: true,
   sourcemap: 'linked',

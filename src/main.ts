@@ -4,7 +4,7 @@ import { ConfigError, helpText, loadConfig } from './config.js';
 import { backupDataDir, restoreDataDir } from './db/backup.js';
 import { MIGRATIONS } from './db/migrations/index.js';
 import { createGateway } from './gateway.js';
-import { VERSION } from './version.js';
+import { VERSION, versionLine } from './version.js';
 
 /** Process entry: command line -> config -> gateway -> signals -> exit code. */
 async function main(argv: readonly string[]): Promise<number> {
@@ -13,7 +13,7 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   if (argv.includes('--version') || argv.includes('-v')) {
-    process.stdout.write(`${VERSION}\n`);
+    process.stdout.write(`${versionLine()}\n`);
     return 0;
   }
   const [command, ...rest] = argv;

@@ -22,7 +22,12 @@ describe('the edge-gateway command', () => {
     assert.match(help.stdout, /--telemetry-max-points/);
     const version = await runGateway(['--version']);
     assert.equal(version.code, 0);
-    assert.equal(version.stdout.trim(), pkg.version);
+    assert.match(
+      version.stdout.trim(),
+      new RegExp(
+        `^edge-gateway ${pkg.version} \\(node ${process.version}, commit [0-9a-f]{12}(\\+dirty)?\\)$`,
+      ),
+    );
   });
 
   it('exits 2 with one line naming every bad flag, and on an unknown command', async () => {
