@@ -1,4 +1,4 @@
-import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Labels of one sample of a gauge: `{ transport: 'mqtt' }`. */
@@ -31,7 +31,7 @@ export class Metrics {
   readonly #ingest: Counter<'transport' | 'type'>;
   readonly #commitSeconds: Histogram;
   readonly #commitFailures: Counter;
-  #loop: IntervalHistogram | undefined;
+  #loop: ReturnType<typeof monitorEventLoopDelay> | undefined;
 
   constructor() {
     const registers = [this.registry];
