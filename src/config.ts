@@ -42,6 +42,12 @@ export interface Config {
     readonly batchMaxWaitMs: number;
     readonly batchLingerMs: number;
     readonly batchMaxPoints: number;
+    /** The open range is sealed into compressed blocks at least this often (seconds). */
+    readonly flushIntervalSec?: number;
+    /** ... or once one series holds this many open points (the largest block). */
+    readonly blockPoints?: number;
+    /** ... or once this many points are open in all (memory held by the open range). */
+    readonly openMaxPoints?: number;
   };
   readonly auth: {
     readonly accessTokenTtlSec: number;
@@ -324,8 +330,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'int',
     min: 0,
     max: 10_000,
-    default: 20,
-    help: 'Group commit: the longest a point may wait for its commit',
+    default: 100,
+    help: 'Group commit: the longest a point may wait for its commit (the linger below is capped by it)',
   },
   {
     path: 'telemetry.batchLingerMs',
@@ -334,8 +340,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'int',
     min: 0,
     max: 10_000,
-    default: 0,
-    help: 'Group commit: how long a batch waits for more points (0 = commit at the next event-loop turn; capped by the wait above). Raise it to write fewer, larger batches to an SD card',
+    default: 100,
+    help: 'Group commit: how long a batch of devices that report on their own clock waits for more (0 = commit at the next event-loop turn; capped by the wait above). Callers that wait for their acknowledgement are committed as soon as they are back. Longer: fewer bytes written per point, later acknowledgements',
   },
   {
     path: 'telemetry.batchMaxPoints',
@@ -346,6 +352,36 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 1_000_000,
     default: 100_000,
     help: 'Group commit: most points in one transaction (at most 2 % of the max points)',
+  },
+  {
+    path: 'telemetry.flushIntervalSec',
+    flag: '--telemetry-flush-interval-s',
+    env: 'EDGE_TELEMETRY_FLUSH_INTERVAL_S',
+    type: 'int',
+    min: 1,
+    max: 86_400,
+    default: 600,
+    help: 'Open telemetry ranges are sealed into compressed blocks at least this often. Longer: fewer bytes written per point and larger blocks, more memory and a longer log to read at start',
+  },
+  {
+    path: 'telemetry.blockPoints',
+    flag: '--telemetry-block-points',
+    env: 'EDGE_TELEMETRY_BLOCK_POINTS',
+    type: 'int',
+    min: 16,
+    max: 1_000_000,
+    default: 3600,
+    help: 'Open ranges are also sealed once one series holds this many points (the largest compressed block)',
+  },
+  {
+    path: 'telemetry.openMaxPoints',
+    flag: '--telemetry-open-max-points',
+    env: 'EDGE_TELEMETRY_OPEN_MAX_POINTS',
+    type: 'int',
+    min: 1000,
+    max: 10_000_000,
+    default: 200_000,
+    help: 'Open ranges are also sealed once this many points are open in all (they are held in memory, about 100 bytes each)',
   },
   {
     path: 'auth.accessTokenTtlSec',

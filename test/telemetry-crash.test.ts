@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { DB_FILE } from '../src/db/open.js';
+import { decodeBlock, decodeLogRecord } from '../src/telemetry/telemetry-block.js';
 import {
   BUNDLE,
   type GatewayProcess,
@@ -18,8 +19,29 @@ const EMAIL = 'crash@test.local';
 const PASSWORD = 'crash-password-1';
 const T0 = 1_700_000_000_000;
 
-async function start(dir: string): Promise<{ gw: GatewayProcess; base: string; token: string }> {
-  const gw = await spawnGateway(['serve', '--data-dir', dir, ...LOOPBACK_EPHEMERAL], {
+/**
+ * Every committed point in the file, as (key id, ts): sealed into compressed blocks or still in
+ * the log (both are committed), decoded with the gateway's own codec.
+ */
+function committedPoints(db: Database.Database): Array<{ key_id: number; ts: number }> {
+  const out: Array<{ key_id: number; ts: number }> = [];
+  for (const b of db.prepare('SELECT key_id, data FROM ts_block').all() as Array<{
+    key_id: number;
+    data: Buffer;
+  }>) {
+    for (const p of decodeBlock(b.data)) out.push({ key_id: b.key_id, ts: p.ts });
+  }
+  for (const r of db.prepare('SELECT data FROM ts_log').all() as Array<{ data: Buffer }>) {
+    for (const p of decodeLogRecord(r.data)) out.push({ key_id: p.keyId, ts: p.ts });
+  }
+  return out;
+}
+
+async function start(
+  dir: string,
+  extra: readonly string[] = [],
+): Promise<{ gw: GatewayProcess; base: string; token: string }> {
+  const gw = await spawnGateway(['serve', '--data-dir', dir, ...LOOPBACK_EPHEMERAL, ...extra], {
     env: { EDGE_ADMIN_EMAIL: EMAIL, EDGE_ADMIN_PASSWORD: PASSWORD },
   });
   const base = `http://127.0.0.1:${gw.ports.http}`;
@@ -93,29 +115,25 @@ describe('crash safety of acknowledged telemetry', () => {
     assert.ok(seq > acked.size, 'requests were in flight when the process died');
 
     // Straight after the crash: the file recovers, is intact, and holds every acknowledged point,
-    // moved into ts_kv or still in the stage table (both are committed).
-    const committed = `SELECT key_id, ts FROM ts_kv UNION ALL SELECT key_id, ts FROM ts_kv_stage`;
+    // sealed into blocks or still in the log (both are committed).
     {
       const db = new Database(join(dir, DB_FILE));
       try {
         assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
-        const stored = new Set(
-          (
-            db
-              .prepare(
-                `SELECT ts FROM (${committed}) JOIN ts_key k ON k.id = key_id WHERE k.key = 'v'`,
-              )
-              .all() as Array<{ ts: number }>
-          ).map((r) => r.ts),
-        );
+        const keyV = db.prepare("SELECT id FROM ts_key WHERE key = 'v'").pluck().get() as number;
+        const committed = committedPoints(db);
+        const stored = new Set(committed.filter((p) => p.key_id === keyV).map((p) => p.ts));
         const missing = [...acked].filter((ts) => !stored.has(ts));
         assert.deepEqual(missing, [], `${missing.length} acknowledged points lost`);
         // Payloads are atomic: both keys of every stored ts exist.
-        const perKey = db
-          .prepare(`SELECT key_id, count(*) AS n FROM (${committed}) GROUP BY key_id`)
-          .all() as Array<{ n: number }>;
-        assert.equal(perKey.length, 2);
-        assert.equal(perKey[0].n, perKey[1].n);
+        const perKey = new Map<number, Set<number>>();
+        for (const p of committed) {
+          if (!perKey.has(p.key_id)) perKey.set(p.key_id, new Set());
+          perKey.get(p.key_id)?.add(p.ts);
+        }
+        assert.equal(perKey.size, 2);
+        const [a, b] = [...perKey.values()];
+        assert.equal(a.size, b.size);
       } finally {
         db.close();
       }
@@ -131,15 +149,6 @@ describe('crash safety of acknowledged telemetry', () => {
     assert.equal(res.status, 200);
     const body = (await res.json()) as { v: Array<{ value: string }> };
     assert.ok(Number(body.v[0].value) >= acked.size);
-    // The restart moved the staged points into the time-series table.
-    {
-      const db = new Database(join(dir, DB_FILE), { readonly: true });
-      try {
-        assert.equal(db.prepare('SELECT count(*) FROM ts_kv_stage').pluck().get(), 0);
-      } finally {
-        db.close();
-      }
-    }
     // And it keeps accepting telemetry.
     const more = await fetch(`${second.base}/api/v1/crash-device-token/telemetry`, {
       method: 'POST',
@@ -147,5 +156,89 @@ describe('crash safety of acknowledged telemetry', () => {
     });
     assert.equal(more.status, 200);
     assert.equal(await second.gw.stop('SIGTERM'), 0);
+    // A clean stop sealed the open range: the log is empty, every point is in a block.
+    {
+      const db = new Database(join(dir, DB_FILE), { readonly: true });
+      try {
+        assert.equal(db.prepare('SELECT count(*) FROM ts_log').pluck().get(), 0);
+        assert.ok(committedPoints(db).length >= 2 * acked.size);
+      } finally {
+        db.close();
+      }
+    }
+  });
+
+  it('SIGKILL while blocks are being sealed: nothing acknowledged lost, integrity_check ok, three times', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'edge-crash-seal-'));
+    dirs.push(dir);
+    // Tiny blocks and a tiny open range: a seal (blocks written, log rows deleted) runs after
+    // almost every commit, so the kills land in and around seals.
+    const sealing = ['--telemetry-block-points', '16', '--telemetry-open-max-points', '1000'];
+    const acked = new Set<number>();
+    let next = 0;
+    let deviceCreated = false;
+    for (let round = 0; round < 3; round++) {
+      const gw = await start(dir, sealing);
+      procs.push(gw.gw);
+      if (!deviceCreated) {
+        const created = await fetch(`${gw.base}/api/device?accessToken=seal-device-token`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'X-Authorization': `Bearer ${gw.token}` },
+          body: JSON.stringify({ name: 'seal-device' }),
+        });
+        assert.equal(created.status, 200);
+        deviceCreated = true;
+      }
+      let stop = false;
+      const client = async () => {
+        while (!stop) {
+          const base = next;
+          next += 20;
+          const body = Array.from({ length: 20 }, (_, i) => ({
+            ts: T0 + base + i,
+            values: { v: base + i, s: `p${base + i}` },
+          }));
+          try {
+            const res = await fetch(`${gw.base}/api/v1/seal-device-token/telemetry`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify(body),
+            });
+            if (res.status === 200) for (let i = 0; i < 20; i++) acked.add(T0 + base + i);
+            await res.arrayBuffer();
+          } catch {
+            return;
+          }
+        }
+      };
+      const clients = Array.from({ length: 6 }, client);
+      const want = acked.size + 2000;
+      const deadline = Date.now() + 20_000;
+      while (acked.size < want && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+      const exited = once(gw.gw.child, 'exit');
+      gw.gw.child.kill('SIGKILL');
+      await exited;
+      stop = true;
+      await Promise.all(clients);
+      assert.ok(acked.size >= want, `round ${round}: only ${acked.size} points acknowledged`);
+      const db = new Database(join(dir, DB_FILE));
+      try {
+        assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
+        assert.ok(
+          (db.prepare('SELECT count(*) FROM ts_block').pluck().get() as number) > 0,
+          'blocks were sealed before the kill',
+        );
+        const keyV = db.prepare("SELECT id FROM ts_key WHERE key = 'v'").pluck().get() as number;
+        const stored = new Set(
+          committedPoints(db)
+            .filter((p) => p.key_id === keyV)
+            .map((p) => p.ts),
+        );
+        const missing = [...acked].filter((ts) => !stored.has(ts));
+        assert.deepEqual(missing, [], `round ${round}: ${missing.length} acknowledged points lost`);
+      } finally {
+        db.close();
+      }
+    }
   });
 });

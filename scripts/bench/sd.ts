@@ -38,6 +38,7 @@ import {
   Histogram,
   loadAverage,
   startGatewayProcess,
+  storedPoints,
 } from './support.js';
 
 const TOPIC = 'v1/devices/me/telemetry';
@@ -220,6 +221,7 @@ function telemetryDiskBytes(dataDir: string): { stored: number; bytes: number } 
     // Points: the store's own count where it keeps one, else the rows of the point tables.
     const has = (t: string) => tables.includes(t);
     let stored = 0;
+    if (has('ts_block')) stored = storedPoints(dataDir);
     if (has('ts_kv_chunk')) {
       stored += db
         .prepare('SELECT coalesce(sum(points), 0) FROM ts_kv_chunk')

@@ -97,7 +97,7 @@ function message(ts: number, i: number): TsEntry[] {
 /**
  * Streams `total` points as device messages (every device reports once per simulated second)
  * through `write`, keeping a bounded number of points in flight as transports would, and
- * returns points/s measured from the first write until every point is in `ts_kv`.
+ * returns points/s measured from the first write until every point is sealed into a block.
  */
 async function stream(
   e: Env,
@@ -132,7 +132,7 @@ async function stream(
     if (all.length > 100_000) all.splice(0, all.length - 1000);
   }
   await Promise.all(all);
-  // Points still staged are moved within the measured time: the rate is into `ts_kv`.
+  // Open points are sealed within the measured time: the rate is into compressed blocks.
   e.telemetry.flush();
   const seconds = (performance.now() - started) / 1000;
   return { rate: Math.round(total / seconds), endTs: startTs + second * 1000 };
@@ -176,14 +176,14 @@ async function throughput() {
     // Pre-typed points straight into the group-commit writer.
     const w = await stream(e, total, T0, (d, ts, i) => e.telemetry.writePoints(d, message(ts, i)));
     const bytes = fileBytes(e);
-    const tsBytes = dbstat(e.db, ['ts_kv']);
-    const all = dbstat(e.db, ['ts_kv', 'ts_kv_chunk', 'ts_kv_chunk_age', 'ts_kv_latest', 'ts_key']);
+    const tsBytes = dbstat(e.db, ['ts_block']);
+    const all = dbstat(e.db, ['ts_block', 'ts_block_age', 'ts_log', 'ts_kv_latest', 'ts_key']);
     console.log(
       `writer: ${devices} devices x 10 keys, ${fmt(total)} points, ` +
         `batch ${fmt(batchMaxPoints || configWith({}).telemetry.batchMaxPoints)}: ` +
         `${fmt(w.rate)} points/s ` +
         `(${fmt(e.telemetry.stats.batches)} batches); bytes/point: file ${(bytes / total).toFixed(1)}, ` +
-        `ts_kv ${(tsBytes / total).toFixed(1)}, all telemetry tables ${(all / total).toFixed(1)}`,
+        `ts_block ${(tsBytes / total).toFixed(1)}, all telemetry tables ${(all / total).toFixed(1)}`,
     );
     await e.close();
   }

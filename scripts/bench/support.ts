@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
+import { decodeLogRecord } from '../../src/telemetry/telemetry-block.js';
 import {
   BUNDLE,
   type GatewayProcess,
@@ -221,8 +222,9 @@ export function machineCpu(): { busy: number; total: number } {
 }
 
 /**
- * Committed telemetry points in a gateway's SQLite file, opened read-only: those moved into
- * `ts_kv` and those still in the stage table.
+ * Committed telemetry points in a gateway's SQLite file, opened read-only: those sealed into
+ * blocks and those still in the log (or, in a file of the former layout, in `ts_kv` and the
+ * stage table).
  */
 export function storedPoints(dataDir: string): number {
   const db = new Database(join(dataDir, 'edge-gateway.db'), {
@@ -230,10 +232,23 @@ export function storedPoints(dataDir: string): number {
     fileMustExist: true,
   });
   try {
-    return db
-      .prepare('SELECT (SELECT count(*) FROM ts_kv) + (SELECT count(*) FROM ts_kv_stage)')
+    const has = (t: string) =>
+      db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?").get(t) !==
+      undefined;
+    if (!has('ts_block')) {
+      return db
+        .prepare('SELECT (SELECT count(*) FROM ts_kv) + (SELECT count(*) FROM ts_kv_stage)')
+        .pluck()
+        .get() as number;
+    }
+    let n = db.prepare('SELECT coalesce(sum(n), 0) FROM ts_block').pluck().get() as number;
+    for (const data of db
+      .prepare('SELECT data FROM ts_log')
       .pluck()
-      .get() as number;
+      .iterate() as Iterable<Buffer>) {
+      n += decodeLogRecord(data).length;
+    }
+    return n;
   } finally {
     db.close();
   }

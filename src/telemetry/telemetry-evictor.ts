@@ -74,6 +74,8 @@ export class TelemetryEvictor {
 
   /** Runs steps until every bound holds. For tests, benchmarks and start-up. */
   runUntilDone(): number {
+    // Open points are sealed first: eviction then sees every point.
+    this.#deps.store.settle();
     let total = 0;
     for (;;) {
       const n = this.step();
@@ -85,8 +87,6 @@ export class TelemetryEvictor {
   /** One eviction step; returns the number of points deleted (0 = nothing to do). */
   step(): number {
     const { store, maxPoints, maxPointsPerDevice, ttlDays } = this.#deps;
-    // Staged points first: the chunk counts then hold every point.
-    store.settle();
     let n = 0;
     if (ttlDays > 0) {
       // Whole chunks that ended before the age limit.
@@ -97,13 +97,13 @@ export class TelemetryEvictor {
       }
     }
     if (n === 0 && store.totalPoints > maxPoints) {
-      const oldest = store.oldestChunk();
+      const oldest = this.#oldest();
       const need = store.totalPoints - maxPoints + slack(maxPoints);
       if (oldest !== undefined) n = store.evictChunk(oldest, Math.min(need, this.#step));
     }
     if (n === 0 && maxPointsPerDevice > 0) {
       for (const rid of store.devicesOver(maxPointsPerDevice)) {
-        const oldest = store.oldestChunk(rid);
+        const oldest = this.#oldest(rid);
         const need = store.devicePoints(rid) - maxPointsPerDevice + slack(maxPointsPerDevice);
         if (oldest !== undefined) n = store.evictChunk(oldest, Math.min(need, this.#step), rid);
         if (n > 0) break;
@@ -137,6 +137,18 @@ export class TelemetryEvictor {
       this.#deps.log.debug({ evicted: n, stored: this.#deps.store.totalPoints }, 'evicted');
       this.kick();
     }
+  }
+
+  /**
+   * The oldest chunk with sealed points (of one device or of all). Eviction drops sealed blocks;
+   * only when none is left are the open points sealed (a bound smaller than the open range).
+   */
+  #oldest(rid?: number): number | undefined {
+    const { store } = this.#deps;
+    const oldest = store.oldestChunk(rid);
+    if (oldest !== undefined || store.stagedPoints === 0) return oldest;
+    store.settle();
+    return store.oldestChunk(rid);
   }
 
   #needed(): boolean {

@@ -33,7 +33,10 @@ interface Fixture {
   close(): Promise<void>;
 }
 
-async function fixture(cfg: Partial<Config['telemetry']> = {}): Promise<Fixture> {
+async function fixture(
+  cfg: Partial<Config['telemetry']> = {},
+  evictStepPoints = 7,
+): Promise<Fixture> {
   const dir = await mkdtemp(join(tmpdir(), 'edge-telemetry-'));
   const now = { value: T0 + 10 * HOUR };
   const config: Config['telemetry'] = {
@@ -62,7 +65,7 @@ async function fixture(cfg: Partial<Config['telemetry']> = {}): Promise<Fixture>
       log,
       config,
       now: () => now.value,
-      evictStepPoints: 7,
+      evictStepPoints,
     });
     telemetry.start();
     Object.assign(f, { db, bus, devices, telemetry });
@@ -684,24 +687,35 @@ describe('restart and deletes', () => {
   });
 });
 
-describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
+describe('log and blocks: commits append to ts_log, seals write compressed blocks', () => {
   const staged = (f: Fixture) => count(f.db, 'SELECT count(*) AS n FROM ts_kv_stage');
+  const logRows = (f: Fixture) => count(f.db, 'SELECT count(*) AS n FROM ts_log');
+  const blocks = (f: Fixture) => count(f.db, 'SELECT count(*) AS n FROM ts_block');
 
-  it('an acknowledged point is staged, readable at once, and moved with exact counts', async () => {
+  it('an acknowledged message is one log row, readable at once, and sealed with exact counts', async () => {
     const f = await fixture();
     try {
       const d = f.device('st-read');
       await f.telemetry.ingest(d, '[{"ts":1000,"values":{"a":1}},{"ts":2000,"values":{"a":2}}]');
-      assert.equal(staged(f), 2, 'the commit staged both points');
+      assert.equal(logRows(f), 1, 'one row per message, not per point');
+      assert.equal(staged(f), 2, 'both points are open');
       assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 0);
-      // A read of the history moves them first.
+      // A read serves the open range without sealing it.
       const rows = f.telemetry.query(d.id, history({ keys: 'a', startTs: '0', endTs: '5000' }));
       assert.deepEqual(
         rows.a.map((r) => r.value),
         ['2', '1'],
       );
+      assert.equal(staged(f), 2);
+      assert.deepEqual(f.telemetry.query(d.id, { mode: 'latest', strict: true }), {
+        a: [{ ts: 2000, value: 2 }],
+      });
+      f.telemetry.flush();
       assert.equal(staged(f), 0);
+      assert.equal(logRows(f), 0, 'sealed: the log rows are gone');
+      assert.equal(blocks(f), 1);
       assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 2);
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv_latest'), 1);
     } finally {
       await f.close();
     }
@@ -738,7 +752,7 @@ describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
     }
   });
 
-  it('points staged when the process died are moved and counted at the next start', async () => {
+  it('a restart resumes the open range from the log: points, counts and latest values', async () => {
     const f = await fixture();
     try {
       const d = f.device('st-crash');
@@ -752,13 +766,14 @@ describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
         1,
         'b is not written yet',
       );
-      // No stop(): the connection goes away as in a crash, with the points still staged.
+      // No stop(): the connection goes away as in a crash, with the points only in the log.
       f.db.close();
       await f.reopen();
-      assert.equal(staged(f), 0);
-      assert.equal(f.telemetry.stats.points, 4);
-      assert.equal(f.telemetry.devicePoints(d.id), 4);
-      assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 4);
+      // The open range is back (not sealed by the start), with its latest values.
+      assert.equal(logRows(f), 2);
+      assert.equal(staged(f), 3);
+      const latest = f.telemetry.query(d.id, history({ keys: 'a,b' }));
+      assert.deepEqual(latest, { a: [{ ts: 3000, value: '3' }], b: [{ ts: 3000, value: '4' }] });
       const rows = f.telemetry.query(
         d.id,
         history({ keys: 'a', startTs: '0', endTs: '5000', orderBy: 'ASC' }),
@@ -767,15 +782,18 @@ describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
         rows.a.map((r) => r.value),
         ['1', '20', '3'],
       );
-      // The latest values of the staged points were rebuilt from the stage table.
-      const latest = f.telemetry.query(d.id, history({ keys: 'a,b' }));
-      assert.deepEqual(latest, { a: [{ ts: 3000, value: '3' }], b: [{ ts: 3000, value: '4' }] });
+      // It keeps growing, and seals with the overwrite counted once.
+      await f.telemetry.ingest(d, '{"ts":4000,"values":{"a":4}}');
+      assert.equal(f.telemetry.stats.points, 5);
+      assert.equal(f.telemetry.devicePoints(d.id), 5);
+      assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 5);
+      assert.equal(logRows(f), 0);
     } finally {
       await f.close();
     }
   });
 
-  it('deleting a device removes its staged points, and the others are still moved exactly', async () => {
+  it('deleting a device removes its log rows and blocks; the others are still sealed exactly', async () => {
     const f = await fixture();
     try {
       const gone = f.device('st-gone');
@@ -784,139 +802,177 @@ describe('staging: commits append to ts_kv_stage, moves fill ts_kv', () => {
         f.telemetry.ingest(gone, '{"ts":1000,"values":{"a":1}}'),
         f.telemetry.ingest(kept, '{"ts":1000,"values":{"a":1}}'),
       ]);
+      f.telemetry.flush();
+      await Promise.all([
+        f.telemetry.ingest(gone, '{"ts":2000,"values":{"a":2}}'),
+        f.telemetry.ingest(kept, '{"ts":2000,"values":{"a":2}}'),
+      ]);
       f.devices.delete(gone.id);
-      assert.equal(staged(f), 0, 'the delete moved the rest');
-      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 1);
-      assert.equal(f.telemetry.stats.points, 1);
-      assert.equal(f.telemetry.devicePoints(kept.id), 1);
+      assert.equal(staged(f), 1);
+      assert.equal(f.telemetry.stats.points, 2);
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 2);
+      assert.equal(
+        count(f.db, `SELECT count(*) AS n FROM ts_block WHERE device_rid = ${gone.rid}`),
+        0,
+      );
+      assert.equal(f.telemetry.devicePoints(kept.id), 2);
     } finally {
       await f.close();
     }
   });
 
-  it('a large batch goes straight into ts_kv, after the staged points, so the last write wins', async () => {
+  it('queries read across blocks of several seals, hour chunks and the open range alike', async () => {
     const f = await fixture();
     try {
-      const d = f.device('st-direct');
-      await f.telemetry.ingest(
-        d,
-        '[{"ts":1,"values":{"a":"staged"}},{"ts":2,"values":{"a":"kept"}}]',
-      );
-      assert.equal(staged(f), 2);
-      // 6,000 points in one payload: at least one batch of 5,000 points.
-      const bulk = Array.from({ length: 6000 }, (_, i) => ({ ts: i + 1, values: { a: i } }));
-      bulk[1] = { ts: 2, values: { a: -1 } };
-      await f.telemetry.ingest(d, JSON.stringify(bulk));
-      assert.equal(staged(f), 0, 'nothing staged: the bulk went straight in');
-      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 6000);
-      assert.equal(f.telemetry.devicePoints(d.id), 6000);
-      assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 6000);
-      const first = f.telemetry.query(
-        d.id,
-        history({
-          keys: 'a',
-          startTs: '1',
-          endTs: '3',
-          orderBy: 'ASC',
-          useStrictDataTypes: 'true',
-        }),
-      );
-      assert.deepEqual(first.a, [
-        { ts: 1, value: 0 },
-        { ts: 2, value: -1 },
-      ]);
-      assert.deepEqual(f.telemetry.query(d.id, history({ keys: 'a' })).a, [
-        { ts: 6000, value: '5999' },
-      ]);
-    } finally {
-      await f.close();
-    }
-  });
-
-  it('a large batch over many series is staged, and moved in one sorted move with exact counts', async () => {
-    const f = await fixture();
-    try {
-      const d = f.device('st-wide');
-      // 2,000 keys x 25 ts = 50,000 points, 25 per series: too few per series to go straight in.
-      const values = (t: number) =>
-        Object.fromEntries(Array.from({ length: 2000 }, (_, k) => [`k${k}`, t * 10_000 + k]));
-      const wide = Array.from({ length: 25 }, (_, t) => ({
-        ts: 1000 * (t + 1),
-        values: values(t),
+      const d = f.device('st-across');
+      // 3 hours at one point a minute, sealed in 3 uneven parts, the last hour left open.
+      const pts = Array.from({ length: 180 }, (_, i) => ({
+        ts: T0 + i * 60_000,
+        values: { v: i },
       }));
-      await f.telemetry.ingest(d, JSON.stringify(wide));
-      assert.equal(staged(f), 50_000);
-      assert.equal(f.telemetry.devicePoints(d.id), 50_000);
-      const rows = f.telemetry.query(
-        d.id,
-        history({ keys: 'k1999', startTs: '0', endTs: '30000', orderBy: 'ASC', limit: '3' }),
-      );
+      await f.telemetry.ingest(d, JSON.stringify(pts.slice(0, 50)));
+      f.telemetry.flush();
+      await f.telemetry.ingest(d, JSON.stringify(pts.slice(50, 130)));
+      f.telemetry.flush();
+      await f.telemetry.ingest(d, JSON.stringify(pts.slice(130)));
+      assert.ok(blocks(f) >= 3, `blocks ${blocks(f)}`);
+      assert.equal(staged(f), 50);
+      const q = (p: Record<string, string>) =>
+        f.telemetry.query(d.id, history({ keys: 'v', useStrictDataTypes: 'true', ...p })).v;
+      // Raw reads: a range over every part, both orders, with limits crossing the boundaries.
+      const all = q({
+        startTs: String(T0),
+        endTs: String(T0 + 3 * HOUR),
+        orderBy: 'ASC',
+        limit: '1000',
+      });
       assert.deepEqual(
-        rows.k1999.map((r) => [r.ts, r.value]),
-        [
-          [1000, '1999'],
-          [2000, '11999'],
-          [3000, '21999'],
-        ],
+        all.map((r) => r.value),
+        pts.map((_, i) => i),
       );
-      assert.equal(staged(f), 0);
-      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 50_000);
-      assert.equal(count(f.db, 'SELECT sum(points) AS n FROM ts_kv_chunk'), 50_000);
-      assert.equal(f.telemetry.stats.points, 50_000);
-      assert.deepEqual(f.telemetry.query(d.id, history({ keys: 'k7' })).k7, [
-        { ts: 25_000, value: '240007' },
-      ]);
+      const tail = q({
+        startTs: String(T0 + 45 * 60_000),
+        endTs: String(T0 + 135 * 60_000),
+        limit: '7',
+      });
+      assert.deepEqual(
+        tail.map((r) => r.value),
+        [134, 133, 132, 131, 130, 129, 128],
+      );
+      // Aggregates over buckets that straddle seals, chunks and the open range.
+      const avg = q({
+        startTs: String(T0),
+        endTs: String(T0 + 3 * HOUR),
+        agg: 'AVG',
+        interval: String(40 * 60_000),
+      });
+      const expected = [0, 1, 2, 3, 4].map((k) => {
+        const xs = pts.map((_, i) => i).filter((i) => i >= k * 40 && i < (k + 1) * 40);
+        return xs.reduce((a, b) => a + b, 0) / xs.length;
+      });
+      assert.deepEqual(avg.map((r) => r.value).reverse(), expected);
+      const cnt = q({
+        startTs: String(T0),
+        endTs: String(T0 + 3 * HOUR),
+        agg: 'COUNT',
+        interval: String(3 * HOUR),
+        orderBy: 'ASC',
+      });
+      assert.deepEqual(cnt, [{ ts: T0 + 1.5 * HOUR, value: 180 }]);
+      // The same after everything is sealed, and after a restart.
+      f.telemetry.flush();
+      assert.deepEqual(
+        q({ startTs: String(T0), endTs: String(T0 + 3 * HOUR), orderBy: 'ASC', limit: '1000' }),
+        all,
+      );
+      await f.reopen();
+      assert.deepEqual(
+        q({ startTs: String(T0), endTs: String(T0 + 3 * HOUR), orderBy: 'ASC', limit: '1000' }),
+        all,
+      );
     } finally {
       await f.close();
     }
   });
 
-  it('the writer moves rarely while a move holds up few callers, in short slices while it holds up many', async () => {
-    const f = await fixture();
+  it('eviction drops whole blocks, oldest first, and cuts only the last one it needs', async () => {
+    const f = await fixture({ maxPoints: 1000 }, 5000);
     try {
-      const d = f.device('st-slices');
-      let ts = 1;
-      const write = async (n: number, keys = 1) => {
-        const body = Array.from({ length: n / keys }, () => ({
-          ts: ts++,
-          values: Object.fromEntries(Array.from({ length: keys }, (_, k) => [`k${k}`, ts])),
+      const d = f.device('st-evict');
+      // 6 blocks (one per hour and seal) of 200 points, the last of 250: 1,250 points in all.
+      for (let h = 0; h < 6; h++) {
+        const pts = Array.from({ length: h === 5 ? 250 : 200 }, (_, i) => ({
+          ts: T0 + h * HOUR + i * 1000,
+          values: { v: i },
         }));
-        await f.telemetry.ingest(d, JSON.stringify(body));
-        await new Promise((r) => setImmediate(r));
-      };
-      // Batches of 100 points: no move before 30,000 staged points (or the age limit).
-      for (let b = 0; b < 60; b++) await write(100);
-      assert.equal(staged(f), 6000);
-      // 24,000 points over 1,000 series (too few per series to go straight in): 30,000 staged.
-      await write(24_000, 1000);
-      await new Promise((r) => setImmediate(r));
-      assert.equal(staged(f), 0, 'one move of the 30,000');
-      // The batch after the move had 1,000 points: a move would hold up 1/30 of its slice, so
-      // moves shrink to 5,000 points.
-      for (let b = 0; b < 6; b++) await write(1000);
-      await new Promise((r) => setImmediate(r));
-      assert.ok(staged(f) < 5000, `moved down to under 5,000 staged points: ${staged(f)}`);
-      assert.ok(count(f.db, 'SELECT count(*) AS n FROM ts_kv') >= 35_000);
-      assert.equal(f.telemetry.devicePoints(d.id), 36_000);
+        await f.telemetry.ingest(d, JSON.stringify(pts));
+        f.telemetry.flush();
+      }
+      f.telemetry.evictNow();
+      assert.ok(f.telemetry.stats.points <= 1000 && f.telemetry.stats.points >= 990);
+      // Hour 0 is gone as a whole block; hour 1 lost its oldest points only.
+      const sizes = f.db.prepare('SELECT chunk, n FROM ts_block ORDER BY chunk').all() as Array<{
+        chunk: number;
+        n: number;
+      }>;
+      assert.equal(sizes.length, 5);
+      assert.equal(sizes[0].chunk, T0 / HOUR + 1);
+      assert.ok(sizes[0].n < 200);
+      assert.deepEqual(
+        sizes.slice(1).map((r) => r.n),
+        [200, 200, 200, 250],
+      );
+      assert.equal(
+        count(f.db, 'SELECT min(ts) AS n FROM ts_kv'),
+        T0 + HOUR + (200 - sizes[0].n) * 1000,
+      );
     } finally {
       await f.close();
     }
   });
 
-  it('the writer moves staged points by itself: in slices under load, and a trickle after a while', async () => {
-    const f = await fixture({ batchMaxPoints: 50 });
+  it('commits linger for devices on their own clock, not for callers that wait for their ack', async () => {
+    const f = await fixture({ batchMaxWaitMs: 10_000, batchLingerMs: 300 });
+    try {
+      const a = f.device('st-linger-a');
+      const b = f.device('st-linger-b');
+      // A first batch with both devices lingers.
+      let started = Date.now();
+      await Promise.all([f.telemetry.ingest(a, '{"v":1}'), f.telemetry.ingest(b, '{"v":1}')]);
+      assert.ok(Date.now() - started >= 250, 'the first batch lingered');
+      // Both come straight back (they waited for their ack): committed without lingering.
+      started = Date.now();
+      const batches = f.telemetry.stats.batches;
+      await Promise.all([f.telemetry.ingest(a, '{"v":2}'), f.telemetry.ingest(b, '{"v":2}')]);
+      assert.ok(
+        Date.now() - started < 250,
+        `a closed loop is not held up (${Date.now() - started} ms)`,
+      );
+      assert.equal(f.telemetry.stats.batches, batches + 1, 'one commit for both');
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('the writer seals by itself: once a series fills a block, and after the flush interval', async () => {
+    const f = await fixture({ blockPoints: 100, flushIntervalSec: 1 });
     try {
       const d = f.device('st-auto');
-      const writes = Array.from({ length: 120 }, (_, i) =>
-        f.telemetry.ingest(d, JSON.stringify({ ts: 10_000 + i, values: { a: i } })),
+      await f.telemetry.ingest(
+        d,
+        JSON.stringify(Array.from({ length: 150 }, (_, i) => ({ ts: T0 + i, values: { v: i } }))),
       );
-      await Promise.all(writes);
-      // One trickle point; the age limit (2 s by default) moves it without any read.
-      await f.telemetry.ingest(d, '{"ts":99999,"values":{"z":1}}');
       const deadline = Date.now() + 5000;
-      while (staged(f) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      assert.equal(staged(f), 0);
-      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_kv'), 121);
+      while (staged(f) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+      assert.equal(staged(f), 0, 'a full block seals at once');
+      await f.telemetry.ingest(d, '{"ts":1,"values":{"v":1}}');
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(staged(f), 1, 'a trickle stays open ...');
+      const later = Date.now() + 5000;
+      while (staged(f) > 0 && Date.now() < later) await new Promise((r) => setTimeout(r, 20));
+      assert.equal(staged(f), 0, '... until the flush interval');
+      assert.equal(logRows(f), 0);
+      assert.equal(f.telemetry.stats.points, 151);
     } finally {
       await f.close();
     }

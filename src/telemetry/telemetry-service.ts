@@ -72,7 +72,6 @@ export class TelemetryService {
       now: this.#deps.now,
     });
     this.#evictor = evictor;
-    const stageCap = Math.max(5_000, Math.floor(config.maxPoints / 20));
     this.#writer = new TelemetryWriter({
       store,
       log,
@@ -84,10 +83,13 @@ export class TelemetryService {
         config.batchMaxPoints,
         Math.max(5_000, Math.floor(config.maxPoints / 50)),
       ),
-      // Large moves write fewer pages per point, but the stage table holds a move's points
-      // besides the bound: at most 5 % of it.
-      settleBulkPoints: Math.min(300_000, stageCap),
-      settleQuietPoints: Math.min(30_000, stageCap),
+      flushIntervalMs: (config.flushIntervalSec ?? 600) * 1000,
+      blockPoints: config.blockPoints,
+      // The open range counts towards the bound: at most 5 % of it.
+      openMaxPoints: Math.min(
+        config.openMaxPoints ?? 200_000,
+        Math.max(5_000, Math.floor(config.maxPoints / 20)),
+      ),
       onCommitTiming: this.#deps.onCommitTiming,
       onCommit: (items) => {
         this.#emit(items);

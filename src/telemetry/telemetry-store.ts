@@ -1,5 +1,12 @@
 import type { Statement } from 'better-sqlite3';
 import type { Db } from '../db/open.js';
+import {
+  decodeBlock,
+  decodeLogRecord,
+  encodeBlock,
+  encodeLogRecord,
+  type LogPoint,
+} from './telemetry-block.js';
 import type { TsEntry, TsKind } from './telemetry-parser.js';
 
 /** Width of an eviction chunk: points are counted, and evicted oldest first, per hour. */
@@ -16,34 +23,34 @@ export interface StoredValue {
 
 export type Aggregation = 'AVG' | 'MIN' | 'MAX' | 'SUM' | 'COUNT';
 
-interface Series {
-  readonly rid: number;
-  readonly keyId: number;
-  readonly points: TsEntry[];
-  sorted: boolean;
-}
-
-/** A committed batch in the stage table: its last seq, its points and their counts. */
-interface StagedBatch {
-  readonly hi: number;
-  readonly n: number;
-  /** `[rid, chunk, keyId, points]` per (device, chunk, key). */
-  readonly counts: readonly number[][];
-}
-
-/** `#stageTx`'s arguments: the items, then what it fills in (new keys, counts, latest, dropped). */
-type StageArgs = [
-  items: readonly WriteItem[],
-  newKeys: string[],
-  counts: number[][],
-  latest: Map<number, Map<number, TsEntry>>,
-  gone: Set<number>,
-];
-
 /** Points of one device for one commit. */
 export interface WriteItem {
   readonly rid: number;
   readonly points: readonly TsEntry[];
+}
+
+/** The open (not yet sealed) points of one series, in arrival order. */
+interface OpenSeries {
+  readonly rid: number;
+  readonly keyId: number;
+  points: StoredValue[];
+  /** The log row (seq) of its oldest open point: log rows before the oldest of all can go. */
+  firstSeq: number;
+}
+
+/** A segment: the blocks written by one seal; its ts range says which queries look into it. */
+interface Segment {
+  min: number;
+  max: number;
+}
+
+interface BlockRow {
+  seg: number;
+  chunk: number;
+  n: number;
+  first_ts: number;
+  last_ts: number;
+  data: Buffer;
 }
 
 interface ValueRow {
@@ -56,93 +63,150 @@ interface ValueRow {
 }
 
 /**
- * The SQL of the telemetry domain (tables of migration 002). Keeps the key dictionary and the
- * point counts (total and per device) in memory, loaded once by `init()`, so no write or
- * eviction decision needs a `count(*)`.
+ * The telemetry storage (docs/telemetry.md): a durable log of committed messages (`ts_log`, one
+ * row per device per commit), the open range of every series in memory (rebuilt from the log at
+ * start), and closed ranges as compressed blocks (`ts_block`, one per series, hour chunk and
+ * seal). A commit appends to the log only; a seal (rare and large) writes the open range as
+ * blocks, the latest values, and drops the log rows it no longer needs, in one transaction.
+ *
+ * Point counts (total and per device) are kept in memory, loaded once by `init()`, so no write
+ * or eviction decision needs a `count(*)`. Sealed points are counted exactly (an overwritten
+ * point is removed from its old block when the new one is sealed); open points are counted as
+ * they arrive (exact after `settle()`).
  */
 export class TelemetryStore {
   readonly #db: Db;
   readonly #keyIds = new Map<string, number>();
   readonly #keyNames = new Map<number, string>();
+  /** Sealed points per device, and in all. */
   readonly #perDevice = new Map<number, number>();
   #total = 0;
-  /** Points in `ts_kv_stage`, waiting to be moved into `ts_kv`. */
-  #staged = 0;
-  /** The committed batches in the stage table, oldest first, with their point counts. */
-  #stageBatches: StagedBatch[] = [];
-  /** Staged points per device (bounds are checked before the points are moved). */
-  readonly #stagedPerDevice = new Map<number, number>();
-  /** Staged rows whose counts are not in `#stageBatches` (after a restart or device delete). */
-  #stageUnknown = false;
+  /** Open points per device (device, then key), and in all. */
+  readonly #open = new Map<number, Map<number, OpenSeries>>();
+  readonly #openPerDevice = new Map<number, number>();
+  #openPoints = 0;
+  /** Points in the largest open series (the writer seals when it reaches the block size). */
+  #largestOpen = 0;
+  /** Segments by id, and the next id. */
+  readonly #segs = new Map<number, Segment>();
+  #nextSeg = 1;
+  /** The newest sealed ts of each series: a point at or before it may overwrite a sealed one. */
+  readonly #maxTs = new Map<number, Map<number, number>>();
   /**
-   * The newest staged point of each series (device, then key), not yet in `ts_kv_latest`: the
-   * latest values are written once per series per move, not once per commit. After a crash
-   * they are rebuilt from the stage table.
+   * The newest open point of each series, not yet in `ts_kv_latest`: latest values are written
+   * once per series per seal; reads overlay them.
    */
-  #pendingLatest = new Map<number, Map<number, TsEntry>>();
-  readonly #insert = new Map<string, Statement>();
+  readonly #pendingLatest = new Map<number, Map<number, StoredValue>>();
+  /** Time (ms, monotonic) the oldest open point was committed. */
+  #openSince: number | undefined;
+  readonly #stmts = new Map<string, Statement>();
   readonly #s: ReturnType<typeof prepare>;
   /** One commit's transaction, made once (`db.transaction()` builds wrappers on every call). */
-  readonly #stage: (...args: StageArgs) => number;
+  readonly #commit: (items: readonly WriteItem[], out: CommitOut) => void;
 
   constructor(db: Db) {
     this.#db = db;
     this.#s = prepare(db);
-    this.#stage = db.transaction((...args: StageArgs) => this.#stageTx(...args));
+    this.#commit = db.transaction((items: readonly WriteItem[], out: CommitOut) =>
+      this.#commitTx(items, out),
+    );
+    registerViews(db, this);
   }
 
-  /** Loads the key dictionary and the point counts. */
+  /** The open points as rows of the former stage table (`ts_kv_stage` view). */
+  *openRows(): Generator<unknown[]> {
+    for (const byKey of this.#open.values()) {
+      for (const series of byKey.values()) {
+        for (const p of series.points) {
+          const v = p.kind === 'bool' ? (p.value ? 1 : 0) : p.value;
+          yield [series.firstSeq, series.rid, series.keyId, p.ts, OLD_KIND[p.kind], v];
+        }
+      }
+    }
+  }
+
+  /** Loads the key dictionary, the counts and the open range (from the log). */
   init(): void {
     for (const r of this.#s.allKeys.all() as Array<{ id: number; key: string }>) {
       this.#keyIds.set(r.key, r.id);
       this.#keyNames.set(r.id, r.key);
     }
-    // Points staged before a crash or kill were committed: reloadCounts() moves them now.
     this.reloadCounts();
   }
 
   /**
-   * Reloads the point counts from the chunk and stage tables (after a device delete removed
-   * rows).
+   * Reloads the counts, the segments and the open range from the tables (at start, and after a
+   * device delete removed rows).
    */
   reloadCounts(): void {
-    this.#staged = this.#s.stagedCount.get() as number;
-    this.#stageBatches = [];
-    this.#stageUnknown = this.#staged > 0;
-    this.#stagedPerDevice.clear();
-    // Pending latest values belong to staged points: those left are rebuilt from the table.
-    this.#pendingLatest.clear();
     this.#perDevice.clear();
     this.#total = 0;
-    for (const r of this.#s.countsByDevice.all() as Array<{ rid: number; n: number }>) {
-      this.#perDevice.set(r.rid, r.n);
+    this.#segs.clear();
+    this.#maxTs.clear();
+    let maxSeg = 0;
+    for (const r of this.#s.blockMeta.iterate() as Iterable<{
+      seg: number;
+      rid: number;
+      key: number;
+      n: number;
+      f: number;
+      l: number;
+    }>) {
+      this.#perDevice.set(r.rid, (this.#perDevice.get(r.rid) ?? 0) + r.n);
       this.#total += r.n;
+      const seg = this.#segs.get(r.seg);
+      if (seg) {
+        seg.min = Math.min(seg.min, r.f);
+        seg.max = Math.max(seg.max, r.l);
+      } else this.#segs.set(r.seg, { min: r.f, max: r.l });
+      if (r.seg > maxSeg) maxSeg = r.seg;
+      this.#noteSealed(r.rid, r.key, r.l);
     }
-    // Staged points of unknown count (after a restart or a device delete): move and count them.
-    this.settle();
+    this.#nextSeg = maxSeg + 1;
+    // The open range: every message still in the log, in commit order.
+    this.#open.clear();
+    this.#openPerDevice.clear();
+    this.#openPoints = 0;
+    this.#largestOpen = 0;
+    this.#pendingLatest.clear();
+    this.#openSince = undefined;
+    for (const r of this.#s.logAll.iterate() as Iterable<{
+      seq: number;
+      rid: number;
+      data: Buffer;
+    }>) {
+      this.#addOpen(r.rid, r.seq, decodeLogRecord(r.data));
+    }
   }
 
-  /**
-   * Points stored: those in `ts_kv` (as counted by the chunk table) and the staged ones (which
-   * may still overwrite stored points: exact after `settle()`).
-   */
+  /** Points stored: sealed and open (open ones may still overwrite: exact after `settle()`). */
   get totalPoints(): number {
-    return this.#total + this.#staged;
+    return this.#total + this.#openPoints;
   }
 
-  /** Points committed to the stage table and not yet moved into `ts_kv`. */
+  /** Points committed to the log and not yet sealed into blocks. */
   get stagedPoints(): number {
-    return this.#staged;
+    return this.#openPoints;
   }
 
-  /** Points of one device, staged ones included (exact after `settle()`). */
+  /** Points of the largest open series. */
+  get largestOpenSeries(): number {
+    return this.#largestOpen;
+  }
+
+  /** When (performance.now()) the oldest open point was committed; undefined if none. */
+  get openSince(): number | undefined {
+    return this.#openSince;
+  }
+
+  /** Points of one device, open ones included (exact after `settle()`). */
   devicePoints(rid: number): number {
-    return (this.#perDevice.get(rid) ?? 0) + (this.#stagedPerDevice.get(rid) ?? 0);
+    return (this.#perDevice.get(rid) ?? 0) + (this.#openPerDevice.get(rid) ?? 0);
   }
 
-  /** Devices with more than `cap` points, staged ones included. */
+  /** Devices with more than `cap` points, open ones included. */
   devicesOver(cap: number): number[] {
-    const rids = new Set([...this.#perDevice.keys(), ...this.#stagedPerDevice.keys()]);
+    const rids = new Set([...this.#perDevice.keys(), ...this.#openPerDevice.keys()]);
     return [...rids].filter((rid) => this.devicePoints(rid) > cap);
   }
 
@@ -155,68 +219,88 @@ export class TelemetryStore {
   }
 
   /**
-   * Commits the points of one batch in one transaction, appended to the stage table; `settle()`
-   * moves them into `ts_kv` and their latest values into `ts_kv_latest` later. Returns the
-   * devices whose points were dropped because the device no longer exists.
+   * Commits the points of one batch in one transaction: one log row per item (a compact record,
+   * no index), nothing else unless a key is new. Returns the devices whose points were dropped
+   * because the device no longer exists.
    */
   write(items: readonly WriteItem[]): { dropped: ReadonlySet<number> } {
-    let points = 0;
-    for (const item of items) points += item.points.length;
-    if (points >= DIRECT_POINTS && points >= DIRECT_PER_SERIES * seriesIn(items)) {
-      return this.#writeDirect(items);
-    }
-    const newKeys: string[] = [];
-    const counts: number[][] = [];
-    const latest = new Map<number, Map<number, TsEntry>>();
-    const dropped = new Set<number>();
+    const out: CommitOut = { newKeys: [], dropped: new Set(), rows: [] };
     try {
-      const hi = this.#stage(items, newKeys, counts, latest, dropped);
-      for (const [rid, byKey] of latest) {
-        const pending = this.#pendingLatest.get(rid);
-        if (!pending) {
-          this.#pendingLatest.set(rid, byKey);
+      this.#commit(items, out);
+    } catch (err) {
+      this.#forgetKeys(out.newKeys);
+      throw err;
+    }
+    for (const [rid, seq, points] of out.rows) this.#addOpen(rid, seq, points);
+    return { dropped: out.dropped };
+  }
+
+  #commitTx(items: readonly WriteItem[], out: CommitOut): void {
+    const s = this.#s;
+    const live = new Set<number>();
+    const args: unknown[] = [];
+    const pending: Array<[number, LogPoint[]]> = [];
+    for (const item of items) {
+      const { rid } = item;
+      if (!live.has(rid)) {
+        // A device deleted while its points waited for the batch: drop them, so that they
+        // cannot outlive it (or reappear under a reused rid).
+        if (out.dropped.has(rid) || !s.deviceExists.get(rid)) {
+          out.dropped.add(rid);
           continue;
         }
-        for (const [keyId, p] of byKey) {
-          const newest = pending.get(keyId);
-          if (!newest || p.ts >= newest.ts) pending.set(keyId, p);
-        }
+        live.add(rid);
       }
-      let staged = 0;
-      for (const c of counts) {
-        staged += c[3];
-        this.#stagedPerDevice.set(c[0], (this.#stagedPerDevice.get(c[0]) ?? 0) + c[3]);
+      if (item.points.length === 0) continue;
+      const points: LogPoint[] = item.points.map((p) => ({
+        keyId: this.#keyIdOf(p.key, out.newKeys),
+        ts: p.ts,
+        kind: p.kind,
+        value: p.value,
+      }));
+      pending.push([rid, points]);
+    }
+    for (let p = 0; p < pending.length; ) {
+      const g = groupSize(pending.length - p);
+      args.length = 0;
+      for (let q = p; q < p + g; q++) args.push(pending[q][0], encodeLogRecord(pending[q][1]));
+      const last = Number(this.#statement(`log:${g}`, () => logSql(g)).run(args).lastInsertRowid);
+      // Rowids of one multi-row insert are consecutive.
+      for (let q = p; q < p + g; q++) {
+        out.rows.push([pending[q][0], last - (p + g - 1 - q), pending[q][1]]);
       }
-      if (staged > 0) this.#stageBatches.push({ hi, n: staged, counts });
-      this.#staged += staged;
-      return { dropped };
-    } catch (err) {
-      this.#forgetKeys(newKeys);
-      throw err;
+      p += g;
     }
   }
 
-  /**
-   * A large batch (a backlog behind the writer) goes straight into `ts_kv`: with many points
-   * per series, one B-tree leaf per series is cheap per point, and staging would write every
-   * point twice. Staged points are moved first, so the last value written still wins.
-   */
-  #writeDirect(items: readonly WriteItem[]): { dropped: ReadonlySet<number> } {
-    this.settle();
-    const newKeys: string[] = [];
-    const deltas = new Map<number, number>();
-    const dropped = new Set<number>();
-    try {
-      const added = this.#db.transaction(() =>
-        this.#writeDirectTx(items, newKeys, deltas, dropped),
-      )();
-      for (const [rid, n] of deltas) this.#perDevice.set(rid, (this.#perDevice.get(rid) ?? 0) + n);
-      this.#total += added;
-      return { dropped };
-    } catch (err) {
-      this.#forgetKeys(newKeys);
-      throw err;
+  /** Adds committed log points to the open range (arrival order kept per series). */
+  #addOpen(rid: number, seq: number, points: readonly LogPoint[]): void {
+    let byKey = this.#open.get(rid);
+    if (!byKey) {
+      byKey = new Map();
+      this.#open.set(rid, byKey);
     }
+    let latest = this.#pendingLatest.get(rid);
+    if (!latest) {
+      latest = new Map();
+      this.#pendingLatest.set(rid, latest);
+    }
+    for (const p of points) {
+      let series = byKey.get(p.keyId);
+      if (!series) {
+        series = { rid, keyId: p.keyId, points: [], firstSeq: seq };
+        byKey.set(p.keyId, series);
+      }
+      const v: StoredValue = { ts: p.ts, kind: p.kind, value: normalize(p.kind, p.value) };
+      series.points.push(v);
+      if (series.points.length > this.#largestOpen) this.#largestOpen = series.points.length;
+      // The newest ts of the series (the last written among equal ts) is its latest value.
+      const newest = latest.get(p.keyId);
+      if (!newest || v.ts >= newest.ts) latest.set(p.keyId, v);
+    }
+    this.#openPerDevice.set(rid, (this.#openPerDevice.get(rid) ?? 0) + points.length);
+    this.#openPoints += points.length;
+    this.#openSince ??= performance.now();
   }
 
   /** The dictionary id of a key, added (and listed in `newKeys`) on first sight. */
@@ -240,312 +324,256 @@ export class TelemetryStore {
     }
   }
 
-  #writeDirectTx(
-    items: readonly WriteItem[],
-    newKeys: string[],
-    deltas: Map<number, number>,
-    gone: Set<number>,
-  ): number {
-    const s = this.#s;
-    // Group by series (device, key), in arrival order. Nested maps keep small-integer keys fast.
-    const byDevice = new Map<number, Map<number, Series>>();
-    for (const item of items) {
-      let byKey = byDevice.get(item.rid);
-      if (!byKey) {
-        // A device deleted while its points waited for the batch: drop them, so that they
-        // cannot outlive it (or reappear under a reused rid).
-        if (gone.has(item.rid) || !s.deviceExists.get(item.rid)) {
-          gone.add(item.rid);
-          continue;
-        }
-        byKey = new Map();
-        byDevice.set(item.rid, byKey);
-      }
-      for (const p of item.points) {
-        const keyId = this.#keyIdOf(p.key, newKeys);
-        let series = byKey.get(keyId);
-        if (!series) {
-          series = { rid: item.rid, keyId, points: [], sorted: true };
-          byKey.set(keyId, series);
-        } else if (series.sorted && p.ts < series.points[series.points.length - 1].ts) {
-          series.sorted = false;
-        }
-        series.points.push(p);
-      }
-    }
-    // Series in primary-key order: B-tree pages are visited left to right.
-    const ordered: Series[] = [];
-    for (const rid of [...byDevice.keys()].sort((a, b) => a - b)) {
-      const byKey = byDevice.get(rid) as Map<number, Series>;
-      for (const keyId of [...byKey.keys()].sort((a, b) => a - b)) {
-        ordered.push(byKey.get(keyId) as Series);
-      }
-    }
-    let added = 0;
-    const latestRows: unknown[][] = [];
-    const chunkRows: unknown[][] = [];
-    for (const series of ordered) {
-      // A stable sort: among equal ts the last written stays last and wins.
-      if (!series.sorted) series.points.sort((a, b) => a.ts - b.ts);
-      const n = this.#writeSeries(series, chunkRows);
-      if (n > 0) {
-        deltas.set(series.rid, (deltas.get(series.rid) ?? 0) + n);
-        added += n;
-      }
-      // The newest ts of the series (the last written among equal ts) is its latest value.
-      latestRows.push(
-        latestArgs(series.rid, series.keyId, series.points[series.points.length - 1]),
-      );
-    }
-    this.#upsertMany('latest', latestRows);
-    this.#upsertMany('chunk', chunkRows);
-    return added;
-  }
-
-  #stageTx(
-    items: readonly WriteItem[],
-    newKeys: string[],
-    counts: number[][],
-    latest: Map<number, Map<number, TsEntry>>,
-    gone: Set<number>,
-  ): number {
-    const s = this.#s;
-    let hi = 0;
-    const live = new Set<number>();
-    const rows: unknown[] = [];
-    // Point counts by (device, chunk), then key: the points of one item share a device and
-    // mostly a chunk, so the string key is built per item, not per point.
-    const index = new Map<string, Map<number, number[]>>();
-    for (const item of items) {
-      const { rid } = item;
-      if (!live.has(rid)) {
-        // A device deleted while its points waited for the batch: drop them, so that they
-        // cannot outlive it (or reappear under a reused rid).
-        if (gone.has(rid) || !s.deviceExists.get(rid)) {
-          gone.add(rid);
-          continue;
-        }
-        live.add(rid);
-        latest.set(rid, new Map());
-      }
-      // The newest point of each series (the last written among equal ts) is its latest value.
-      const byKey = latest.get(rid) as Map<number, TsEntry>;
-      let chunkOf = Number.NaN;
-      let inChunk = new Map<number, number[]>();
-      for (const p of item.points) {
-        const keyId = this.#keyIdOf(p.key, newKeys);
-        rows.push(rid, keyId, p.ts, KIND_CODE[p.kind], bindValue(p.kind, p.value));
-        const chunk = Math.floor(p.ts / CHUNK_MS);
-        if (chunk !== chunkOf) {
-          chunkOf = chunk;
-          const id = `${rid},${chunk}`;
-          const found = index.get(id);
-          if (found) inChunk = found;
-          else {
-            inChunk = new Map();
-            index.set(id, inChunk);
-          }
-        }
-        const c = inChunk.get(keyId);
-        if (c) c[3]++;
-        else {
-          const fresh = [rid, chunk, keyId, 1];
-          inChunk.set(keyId, fresh);
-          counts.push(fresh);
-        }
-        const newest = byKey.get(keyId);
-        if (!newest || p.ts >= newest.ts) byKey.set(keyId, p);
-      }
-    }
-    const n = rows.length / STAGE_COLUMNS;
-    for (let p = 0; p < n; ) {
-      const g = groupSize(n - p);
-      hi = Number(
-        this.#statement(`stage:${g}`, () => stageSql(g)).run(
-          rows.slice(p * STAGE_COLUMNS, (p + g) * STAGE_COLUMNS),
-        ).lastInsertRowid,
-      );
-      p += g;
-    }
-    // The seq of the batch's last staged point.
-    return hi;
-  }
-
   /**
-   * Moves staged points into `ts_kv` in one transaction, whole batches oldest first, at least
-   * one and then up to `maxPoints` (all by default): a repeated device, key and ts overwrites,
-   * the last written wins, and new points are added to the chunk counts. Cheap when nothing is
-   * staged; the writer calls it off the acknowledgement path, and every read of `ts_kv` first.
+   * Seals open series into compressed blocks in one transaction: the series whose oldest open
+   * point is oldest first, at least one and then up to `maxPoints` points (all by default). The
+   * blocks of one seal form a segment; the latest values are written, and the log rows that no
+   * open series needs any more are deleted. A point that repeats a sealed (device, key, ts) is
+   * removed from its old block, so the last value written wins and nothing is counted twice.
    * Returns the number of new points.
    */
   settle(maxPoints = Number.POSITIVE_INFINITY): number {
-    if (this.#staged === 0) {
-      this.#flushLatest();
-      return 0;
-    }
-    const s = this.#s;
+    if (this.#openPoints === 0) return 0;
+    const all: OpenSeries[] = [];
+    for (const byKey of this.#open.values()) for (const series of byKey.values()) all.push(series);
+    all.sort((a, b) => a.firstSeq - b.firstSeq);
+    let taken = 0;
     let take = 0;
-    let moved = 0;
-    if (this.#stageUnknown) take = this.#stageBatches.length;
-    else {
-      while (take < this.#stageBatches.length && (take === 0 || moved < maxPoints)) {
-        moved += this.#stageBatches[take++].n;
-      }
-    }
-    const batches = this.#stageBatches.slice(0, take);
-    const hi = this.#stageUnknown ? Number.MAX_SAFE_INTEGER : batches[take - 1].hi;
+    while (take < all.length && (take === 0 || taken < maxPoints)) taken += all[take++].points.length;
+    const sealing = all.slice(0, take);
+    const rest = all.slice(take);
+    const seg = this.#nextSeg;
+    const keep = rest.length === 0 ? Number.POSITIVE_INFINITY : rest[0].firstSeq;
     const deltas = new Map<number, number>();
-    let added = 0;
+    let range: Segment | undefined;
     this.#db.transaction(() => {
-      let counts: Iterable<number[]> | undefined;
-      if (!this.#stageUnknown) {
-        // Usually every staged point is new: a plain insert, with the counts taken at commit.
-        // If some were not (an overwrite), the savepoint rolls back and the exact path runs.
-        try {
-          this.#db.transaction(() => {
-            const move = moved >= SORTED_MOVE_POINTS ? s.moveNewSorted : s.moveNew;
-            if (move.run(hi).changes !== moved) throw OVERWRITES;
-          })();
-          counts = mergeCounts(batches);
-        } catch (err) {
-          if (err !== OVERWRITES) throw err;
-        }
-      }
-      if (!counts) {
-        counts = s.countNew.raw().all(hi) as number[][];
-        s.moveAll.run(hi);
-      }
-      const chunkRows: unknown[][] = [];
-      for (const [rid, chunk, keyId, n] of counts) {
-        if (n === 0) continue;
-        chunkRows.push([rid, chunk, keyId, n]);
-        deltas.set(rid, (deltas.get(rid) ?? 0) + n);
-        added += n;
-      }
-      this.#upsertMany('chunk', chunkRows);
-      if (this.#stageUnknown) {
-        // Latest values of the staged points that were committed before a restart.
-        s.latestFromStage.run(hi);
-        this.#pendingLatest.clear();
+      for (const series of sealing) {
+        const r = this.#sealSeries(seg, series, deltas);
+        if (!r) continue;
+        range = range
+          ? { min: Math.min(range.min, r.min), max: Math.max(range.max, r.max) }
+          : { ...r };
       }
       this.#writeLatest();
-      // Row by row even when the slice takes every row: emptying the table at once (SQLite's
-      // truncate optimization) frees its pages, and the next commits allocate them again
-      // (bench:http 7,000-7,800 req/s with it, 9,000-10,100 without).
-      s.clearStage.run(hi);
+      if (keep === Number.POSITIVE_INFINITY) this.#s.clearLog.run();
+      else this.#s.clearLogBelow.run(keep);
     })();
+    this.#nextSeg++;
+    if (range) this.#segs.set(seg, range);
     this.#pendingLatest.clear();
-    for (const [rid, n] of deltas) this.#perDevice.set(rid, (this.#perDevice.get(rid) ?? 0) + n);
-    this.#total += added;
-    this.#stageBatches = this.#stageBatches.slice(take);
-    if (this.#stageUnknown) {
-      this.#staged = 0;
-      this.#stagedPerDevice.clear();
-      this.#stageUnknown = false;
-    } else {
-      this.#staged -= moved;
-      for (const b of batches) {
-        for (const [rid, , , n] of b.counts) {
-          const left = (this.#stagedPerDevice.get(rid) ?? 0) - n;
-          if (left > 0) this.#stagedPerDevice.set(rid, left);
-          else this.#stagedPerDevice.delete(rid);
-        }
-      }
+    for (const series of sealing) {
+      const byKey = this.#open.get(series.rid);
+      byKey?.delete(series.keyId);
+      if (byKey?.size === 0) this.#open.delete(series.rid);
+      const left = (this.#openPerDevice.get(series.rid) ?? 0) - series.points.length;
+      if (left > 0) this.#openPerDevice.set(series.rid, left);
+      else this.#openPerDevice.delete(series.rid);
+      this.#openPoints -= series.points.length;
     }
+    let added = 0;
+    for (const [rid, n] of deltas) {
+      const left = (this.#perDevice.get(rid) ?? 0) + n;
+      if (left > 0) this.#perDevice.set(rid, left);
+      else this.#perDevice.delete(rid);
+      this.#total += n;
+      added += n;
+    }
+    this.#largestOpen = rest.reduce((m, x) => Math.max(m, x.points.length), 0);
+    if (this.#openPoints === 0) this.#openSince = undefined;
     return added;
   }
 
-  /** Writes the pending latest values (for reads of `ts_kv_latest`). */
-  #flushLatest(): void {
-    if (this.#pendingLatest.size === 0) return;
-    this.#db.transaction(() => this.#writeLatest())();
-    this.#pendingLatest.clear();
+  /**
+   * Writes one series' open points as blocks of segment `seg` (one per hour chunk), after
+   * removing the sealed points they overwrite. Adds the change of the device's count to `deltas`
+   * and returns the ts range written.
+   */
+  #sealSeries(seg: number, series: OpenSeries, deltas: Map<number, number>): Segment | undefined {
+    const { rid, keyId } = series;
+    const points = latestWins(series.points);
+    if (points.length === 0) return undefined;
+    const sealedMax = this.#maxTs.get(rid)?.get(keyId);
+    let delta = 0;
+    let i = 0;
+    while (i < points.length) {
+      const chunk = Math.floor(points[i].ts / CHUNK_MS);
+      const end = (chunk + 1) * CHUNK_MS;
+      let j = i + 1;
+      while (j < points.length && points[j].ts < end) j++;
+      const run = points.slice(i, j);
+      if (sealedMax !== undefined && run[0].ts <= sealedMax) {
+        delta -= this.#removeFromBlocks(rid, keyId, run[0].ts, run[run.length - 1].ts + 1, (ts) =>
+          run.some((p) => p.ts === ts),
+        );
+      }
+      this.#s.insertBlock.run(
+        seg,
+        rid,
+        keyId,
+        chunk,
+        run.length,
+        run[0].ts,
+        run[run.length - 1].ts,
+        encodeBlock(run),
+      );
+      delta += run.length;
+      i = j;
+    }
+    deltas.set(rid, (deltas.get(rid) ?? 0) + delta);
+    const newest = points[points.length - 1].ts;
+    this.#noteSealed(rid, keyId, newest);
+    // The newest point of the series is its latest value (written by the seal).
+    const latest = this.#pendingLatest.get(rid);
+    const pending = latest?.get(keyId);
+    if (!pending) {
+      let map = latest;
+      if (!map) {
+        map = new Map();
+        this.#pendingLatest.set(rid, map);
+      }
+      map.set(keyId, points[points.length - 1]);
+    }
+    return { min: points[0].ts, max: newest };
+  }
+
+  #noteSealed(rid: number, keyId: number, ts: number): void {
+    let byKey = this.#maxTs.get(rid);
+    if (!byKey) {
+      byKey = new Map();
+      this.#maxTs.set(rid, byKey);
+    }
+    const have = byKey.get(keyId);
+    if (have === undefined || ts > have) byKey.set(keyId, ts);
+  }
+
+  /**
+   * Removes from the sealed blocks of one series the points with startTs <= ts < endTs that
+   * `drop` selects; blocks left empty are deleted, others rewritten. Returns the number removed
+   * (the caller adjusts the counts).
+   */
+  #removeFromBlocks(
+    rid: number,
+    keyId: number,
+    startTs: number,
+    endTs: number,
+    drop: (ts: number) => boolean,
+  ): number {
+    let removed = 0;
+    for (const row of this.#blocks(rid, keyId, startTs, endTs)) {
+      const points = decodeBlock(row.data);
+      const kept = points.filter((p) => p.ts < startTs || p.ts >= endTs || !drop(p.ts));
+      if (kept.length === points.length) continue;
+      removed += points.length - kept.length;
+      if (kept.length === 0) this.#s.deleteBlock.run(row.seg, rid, keyId, row.chunk);
+      else this.#rewriteBlock(row.seg, rid, keyId, row.chunk, kept);
+    }
+    return removed;
+  }
+
+  #rewriteBlock(seg: number, rid: number, keyId: number, chunk: number, points: StoredValue[]) {
+    this.#s.updateBlock.run(
+      points.length,
+      points[0].ts,
+      points[points.length - 1].ts,
+      encodeBlock(points),
+      seg,
+      rid,
+      keyId,
+      chunk,
+    );
+  }
+
+  /** Sealed blocks of one series that may hold points with startTs <= ts < endTs. */
+  #blocks(rid: number, keyId: number, startTs: number, endTs: number): BlockRow[] {
+    if (endTs <= startTs) return [];
+    const c0 = Math.floor(startTs / CHUNK_MS);
+    const c1 = Math.floor((endTs - 1) / CHUNK_MS);
+    const out: BlockRow[] = [];
+    for (const [seg, r] of this.#segs) {
+      if (r.max < startTs || r.min >= endTs) continue;
+      for (const row of this.#s.seriesBlocks.all(seg, rid, keyId, c0, c1) as BlockRow[]) {
+        if (row.last_ts >= startTs && row.first_ts < endTs) out.push({ ...row, seg });
+      }
+    }
+    return out;
+  }
+
+  /** Every point of one series with startTs <= ts < endTs, ascending, open ones included. */
+  #points(rid: number, keyId: number, startTs: number, endTs: number): StoredValue[] {
+    const blocks = this.#blocks(rid, keyId, startTs, endTs).sort((a, b) => a.first_ts - b.first_ts);
+    let out: StoredValue[] = [];
+    let sorted = true;
+    let last = Number.NEGATIVE_INFINITY;
+    for (const row of blocks) {
+      for (const p of decodeBlock(row.data)) {
+        if (p.ts < startTs || p.ts >= endTs) continue;
+        if (p.ts < last) sorted = false;
+        last = p.ts;
+        out.push(p);
+      }
+    }
+    if (!sorted) out.sort((a, b) => a.ts - b.ts);
+    const open = this.#open.get(rid)?.get(keyId);
+    if (open) {
+      const fresh = latestWins(open.points).filter((p) => p.ts >= startTs && p.ts < endTs);
+      if (fresh.length > 0) {
+        // Open points overwrite sealed ones with the same ts.
+        const ts = new Set(fresh.map((p) => p.ts));
+        out = out.filter((p) => !ts.has(p.ts)).concat(fresh);
+        out.sort((a, b) => a.ts - b.ts);
+      }
+    }
+    return out;
   }
 
   /** Upserts the pending latest values, in primary-key order (pages visited left to right). */
   #writeLatest(): void {
     const rows: unknown[][] = [];
     for (const rid of [...this.#pendingLatest.keys()].sort((a, b) => a - b)) {
-      const byKey = this.#pendingLatest.get(rid) as Map<number, TsEntry>;
+      const byKey = this.#pendingLatest.get(rid) as Map<number, StoredValue>;
       for (const keyId of [...byKey.keys()].sort((a, b) => a - b)) {
-        rows.push(latestArgs(rid, keyId, byKey.get(keyId) as TsEntry));
+        rows.push(latestArgs(rid, keyId, byKey.get(keyId) as StoredValue));
       }
     }
-    this.#upsertMany('latest', rows);
-  }
-
-  /** Multi-row upserts of latest values or chunk counts, a few statements per batch. */
-  #upsertMany(table: 'latest' | 'chunk', rows: readonly unknown[][]): void {
     const args: unknown[] = [];
     for (let p = 0; p < rows.length; ) {
       const n = groupSize(rows.length - p);
       args.length = 0;
       for (let q = p; q < p + n; q++) for (const v of rows[q]) args.push(v);
-      this.#statement(`${table}:${n}`, () => upsertSql(table, n)).run(args);
+      this.#statement(`latest:${n}`, () => latestSql(n)).run(args);
       p += n;
     }
   }
 
   #statement(name: string, sql: () => string): Statement {
-    let stmt = this.#insert.get(name);
+    let stmt = this.#stmts.get(name);
     if (!stmt) {
       stmt = this.#db.prepare(sql());
-      this.#insert.set(name, stmt);
+      this.#stmts.set(name, stmt);
     }
     return stmt;
   }
 
-  /**
-   * Inserts one series' points in runs of one kind and one chunk; returns new points and adds
-   * the chunk counts to `chunkRows`.
-   */
-  #writeSeries(series: Series, chunkRows: unknown[][]): number {
-    const s = this.#s;
-    const { rid, keyId, points } = series;
-    const args: unknown[] = [];
-    let added = 0;
-    let i = 0;
-    while (i < points.length) {
-      const first = points[i];
-      const chunk = Math.floor(first.ts / CHUNK_MS);
-      const chunkEnd = (chunk + 1) * CHUNK_MS;
-      let j = i + 1;
-      while (j < points.length && points[j].kind === first.kind && points[j].ts < chunkEnd) j++;
-      let runAdded = 0;
-      for (let p = i; p < j; ) {
-        const left = j - p;
-        const n = groupSize(left);
-        args.length = 0;
-        for (let q = p; q < p + n; q++) {
-          const pt = points[q];
-          args.push(rid, keyId, pt.ts, bindValue(pt.kind, pt.value));
-        }
-        const changes = this.#statement(`${first.kind}:${n}`, () => insertSql(first.kind, n)).run(
-          args,
-        ).changes;
-        if (changes < n) {
-          // Some (device, key, ts) existed, in the table or earlier in this run: overwrite in
-          // arrival order, so that the last value written wins.
-          for (let q = p; q < p + n; q++) s.overwrite.run(overwriteArgs(rid, keyId, points[q]));
-        }
-        runAdded += changes;
-        p += n;
-      }
-      if (runAdded > 0) chunkRows.push([rid, chunk, keyId, runAdded]);
-      added += runAdded;
-      i = j;
-    }
-    return added;
-  }
-
-  /** Latest values of a device, all keys or the named ones. */
+  /** Latest values of a device, all keys or the named ones (pending ones overlaid). */
   latest(rid: number, keys?: readonly string[]): Map<string, StoredValue> {
     const out = new Map<string, StoredValue>();
-    this.#flushLatest();
+    const pending = this.#pendingLatest.get(rid);
+    const overlay = (keyId: number, name: string, stored: StoredValue | undefined) => {
+      const p = pending?.get(keyId);
+      const v = p && (!stored || p.ts >= stored.ts) ? p : stored;
+      if (v) out.set(name, v);
+    };
     if (keys === undefined) {
+      const seen = new Set<number>();
       for (const r of this.#s.latestAll.all(rid) as Array<ValueRow & { key_id: bigint }>) {
-        const name = this.#keyNames.get(Number(r.key_id));
-        if (name !== undefined) out.set(name, decode(r));
+        const id = Number(r.key_id);
+        const name = this.#keyNames.get(id);
+        seen.add(id);
+        if (name !== undefined) overlay(id, name, decode(r));
+      }
+      for (const id of pending?.keys() ?? []) {
+        const name = this.#keyNames.get(id);
+        if (!seen.has(id) && name !== undefined) overlay(id, name, undefined);
       }
       return out;
     }
@@ -553,17 +581,18 @@ export class TelemetryStore {
       const id = this.#keyIds.get(key);
       if (id === undefined) continue;
       const r = this.#s.latestOne.get(rid, id) as ValueRow | undefined;
-      if (r) out.set(key, decode(r));
+      overlay(id, key, r ? decode(r) : undefined);
     }
     return out;
   }
 
   /** Keys with a latest value for the device, in key order. */
   keysOf(rid: number): string[] {
+    const ids = new Set<number>(this.#pendingLatest.get(rid)?.keys() ?? []);
+    for (const r of this.#s.keysOf.all(rid) as Array<{ key_id: bigint }>) ids.add(Number(r.key_id));
     const out: string[] = [];
-    this.#flushLatest();
-    for (const r of this.#s.keysOf.all(rid) as Array<{ key_id: bigint }>) {
-      const name = this.#keyNames.get(Number(r.key_id));
+    for (const id of ids) {
+      const name = this.#keyNames.get(id);
       if (name !== undefined) out.push(name);
     }
     return out.sort();
@@ -580,9 +609,9 @@ export class TelemetryStore {
   ): StoredValue[] {
     const id = this.#keyIds.get(key);
     if (id === undefined) return [];
-    this.settle();
-    const stmt = order === 'ASC' ? this.#s.historyAsc : this.#s.historyDesc;
-    return (stmt.all(rid, id, startTs, endTs, limit) as ValueRow[]).map(decode);
+    const points = this.#points(rid, id, startTs, endTs);
+    if (order === 'ASC') return points.slice(0, limit);
+    return points.slice(Math.max(0, points.length - limit)).reverse();
   }
 
   /**
@@ -601,27 +630,19 @@ export class TelemetryStore {
   ): StoredValue[] {
     const id = this.#keyIds.get(key);
     if (id === undefined) return [];
-    this.settle();
     const end = Math.max(startTs + 1, endTs);
+    const points = this.#points(rid, id, startTs, end);
     const out: StoredValue[] = [];
-    const rows = this.#s.aggregate[agg].all({
-      rid,
-      key: id,
-      start: startTs,
-      end,
-      interval,
-    }) as Array<{
-      s: number;
-      a: string;
-    }>;
-    for (const row of rows) {
-      const r = toAggRow(agg, JSON.parse(row.a));
-      if (!r) continue;
-      const bStart = row.s;
+    let i = 0;
+    while (i < points.length) {
+      const k = Math.floor((points[i].ts - startTs) / interval);
+      const bStart = startTs + k * interval;
       const bEnd = Math.min(bStart + interval, end);
-      const ts = bStart + Math.floor((bEnd - bStart) / 2);
-      const v = aggValue(agg, r);
-      if (v) out.push({ ts, kind: v.kind, value: v.value });
+      let j = i;
+      while (j < points.length && points[j].ts < bEnd) j++;
+      const v = aggregateBucket(agg, points, i, j);
+      if (v) out.push({ ts: bStart + Math.floor((bEnd - bStart) / 2), kind: v.kind, value: v.value });
+      i = j;
     }
     return out;
   }
@@ -629,7 +650,8 @@ export class TelemetryStore {
   /**
    * Deletes the points of the given keys with startTs <= ts < endTs, and the latest value when
    * it lies in that range (`deleteLatest`), optionally replacing it with the newest remaining
-   * point. Returns the number of points deleted.
+   * point. The open range is sealed first, so the delete is durable. Returns the number of
+   * points deleted.
    */
   deleteRange(
     rid: number,
@@ -645,31 +667,27 @@ export class TelemetryStore {
       for (const key of keys) {
         const id = this.#keyIds.get(key);
         if (id === undefined) continue;
-        const counts = s.countByChunk.all(rid, id, startTs, endTs) as Array<{
-          c: number;
-          n: number;
-        }>;
-        s.deleteSeriesRange.run(rid, id, startTs, endTs);
-        for (const { c, n } of counts) {
-          s.subChunk.run(n, rid, c, id);
-          s.dropEmptyChunk.run(rid, c, id);
-          deleted += n;
-        }
+        deleted += this.#removeFromBlocks(rid, id, startTs, endTs, () => true);
         if (!opts.deleteLatest) continue;
         const latest = s.latestOne.get(rid, id) as ValueRow | undefined;
         if (!latest || Number(latest.ts) < startTs || Number(latest.ts) >= endTs) continue;
         s.deleteLatest.run(rid, id);
-        if (opts.rewriteLatest) s.rewriteLatest.run(rid, id);
+        if (!opts.rewriteLatest) continue;
+        const rest = this.#points(rid, id, 0, Number.MAX_SAFE_INTEGER);
+        if (rest.length > 0) this.#upsertLatest(rid, id, rest[rest.length - 1]);
       }
     })();
     this.#subtract(rid, deleted);
     return deleted;
   }
 
+  #upsertLatest(rid: number, keyId: number, v: StoredValue): void {
+    this.#statement('latest:1', () => latestSql(1)).run(latestArgs(rid, keyId, v));
+  }
+
   /**
-   * The oldest chunk holding points in `ts_kv`, of one device or of all. Staged points are left
-   * out (they are the newest, and the evictor asks after every commit: moving them here would
-   * move every batch on its own).
+   * The oldest chunk holding sealed points, of one device or of all. Open points are left out
+   * (they are the newest, and the evictor asks after every commit).
    */
   oldestChunk(rid?: number): number | undefined {
     const r = (rid === undefined ? this.#s.oldestChunk.get() : this.#s.oldestChunkOf.get(rid)) as {
@@ -679,19 +697,29 @@ export class TelemetryStore {
   }
 
   /**
-   * Deletes up to `need` points of one chunk (of one device, or of all), spread evenly over its
-   * series (the fullest first, oldest points first in each): a short transaction, so that
-   * eviction never stalls ingestion.
+   * Deletes up to `need` sealed points of one chunk (of one device, or of all), spread evenly
+   * over its series (the fullest first, oldest points first in each): whole blocks while a
+   * series' share covers them, and the rest of the share cut from the front of its next block.
+   * A short transaction, so that eviction never stalls ingestion.
    */
   evictChunk(chunk: number, need: number, rid?: number): number {
     const s = this.#s;
-    this.settle();
-    const series = (
-      rid === undefined ? s.chunkSeries.all(chunk) : s.chunkSeriesOf.all(rid, chunk)
-    ) as Array<{ rid: number; key_id: number; points: number }>;
-    if (series.length === 0) return 0;
-    const c0 = chunk * CHUNK_MS;
-    const c1 = c0 + CHUNK_MS;
+    const rows = (
+      rid === undefined ? s.chunkBlocks.all(chunk) : s.chunkBlocksOf.all(chunk, rid)
+    ) as Array<{ seg: number; rid: number; key: number; n: number; f: number }>;
+    if (rows.length === 0) return 0;
+    const bySeries = new Map<string, { rid: number; key: number; points: number; blocks: typeof rows }>();
+    for (const r of rows) {
+      const id = `${r.rid},${r.key}`;
+      let series = bySeries.get(id);
+      if (!series) {
+        series = { rid: r.rid, key: r.key, points: 0, blocks: [] };
+        bySeries.set(id, series);
+      }
+      series.points += r.n;
+      series.blocks.push(r);
+    }
+    const series = [...bySeries.values()].sort((a, b) => b.points - a.points);
     const inChunk = series.reduce((a, r) => a + r.points, 0);
     const quota =
       inChunk <= need ? Number.POSITIVE_INFINITY : Math.max(1, Math.ceil(need / series.length));
@@ -700,17 +728,21 @@ export class TelemetryStore {
     this.#db.transaction(() => {
       for (const r of series) {
         if (deleted >= need) break;
-        const take = Math.min(r.points, quota, need - deleted);
-        const n =
-          take >= r.points
-            ? s.deleteSeriesRange.run(r.rid, r.key_id, c0, c1).changes
-            : s.deleteSeriesPrefix.run({ rid: r.rid, key: r.key_id, c0, c1, take }).changes;
-        // n === 0 would mean the counts disagree with the table: drop the chunk row all the same.
-        if (take >= r.points || n === 0 || n >= r.points) s.dropChunk.run(r.rid, chunk, r.key_id);
-        else s.subChunk.run(n, r.rid, chunk, r.key_id);
-        const accounted = take >= r.points || n === 0 ? r.points : n;
-        byDevice.set(r.rid, (byDevice.get(r.rid) ?? 0) + accounted);
-        deleted += accounted;
+        let take = Math.min(r.points, quota, need - deleted);
+        const got = take;
+        for (const b of r.blocks.sort((x, y) => x.f - y.f)) {
+          if (take <= 0) break;
+          if (b.n <= take) {
+            s.deleteBlock.run(b.seg, r.rid, r.key, chunk);
+            take -= b.n;
+          } else {
+            const row = s.oneBlock.get(b.seg, r.rid, r.key, chunk) as { data: Buffer };
+            this.#rewriteBlock(b.seg, r.rid, r.key, chunk, decodeBlock(row.data).slice(take));
+            take = 0;
+          }
+        }
+        byDevice.set(r.rid, (byDevice.get(r.rid) ?? 0) + got);
+        deleted += got;
       }
     })();
     for (const [d, n] of byDevice) this.#subtract(d, n);
@@ -726,172 +758,201 @@ export class TelemetryStore {
   }
 }
 
-interface AggRow {
-  n: number;
-  nd: number;
-  nl: number;
-  ns: number;
-  nb: number;
-  d: number | null;
-  l: number | null;
-  s: string | null;
-  bo: number | null;
+const OLD_KIND: Record<TsKind, number> = { double: 0, long: 1, bool: 2, string: 3, json: 4 };
+
+/** The store whose open points the `ts_kv_stage` view of a connection shows. */
+const viewStores = new WeakMap<Db, TelemetryStore>();
+
+/**
+ * Read-only views of the former row tables on the gateway's connection (TEMP: nothing in the
+ * file), for inspection and tests: `ts_kv` (sealed points, decoded from the blocks by the
+ * table-valued function `ts_block_points(data)`), `ts_kv_stage` (open points: committed to the
+ * log, not yet sealed) and `ts_kv_chunk` (sealed points per device, hour chunk and key). They
+ * decode everything they show: not for the hot path.
+ */
+function registerViews(db: Db, store: TelemetryStore): void {
+  const known = viewStores.has(db);
+  viewStores.set(db, store);
+  if (known) return;
+  db.table('ts_block_points', {
+    columns: ['ts', 'dbl_v', 'long_v', 'bool_v', 'str_v', 'json_v'],
+    parameters: ['data'],
+    *rows(data: unknown) {
+      for (const p of decodeBlock(data as Uint8Array)) {
+        const v = p.kind === 'bool' ? (p.value ? 1 : 0) : p.value;
+        yield [
+          p.ts,
+          p.kind === 'double' ? v : null,
+          p.kind === 'long' ? v : null,
+          p.kind === 'bool' ? v : null,
+          p.kind === 'string' ? v : null,
+          p.kind === 'json' ? v : null,
+        ];
+      }
+    },
+  });
+  db.table('ts_open_points', {
+    columns: ['seq', 'device_rid', 'key_id', 'ts', 'kind', 'v'],
+    *rows() {
+      const current = viewStores.get(db);
+      if (current) yield* current.openRows();
+    },
+  });
+  db.exec(`
+    CREATE TEMP VIEW IF NOT EXISTS ts_kv AS
+      SELECT b.device_rid, b.key_id, p.ts, p.dbl_v, p.long_v, p.bool_v, p.str_v, p.json_v
+      FROM ts_block b, ts_block_points(b.data) p;
+    CREATE TEMP VIEW IF NOT EXISTS ts_kv_stage AS SELECT * FROM ts_open_points;
+    CREATE TEMP VIEW IF NOT EXISTS ts_kv_chunk AS
+      SELECT device_rid, chunk, key_id, sum(n) AS points FROM ts_block
+      GROUP BY device_rid, chunk, key_id;
+  `);
 }
 
-function aggValue(agg: Aggregation, r: AggRow): { kind: TsKind; value: TsScalar } | undefined {
-  const numeric = r.nd + r.nl;
+interface CommitOut {
+  readonly newKeys: string[];
+  readonly dropped: Set<number>;
+  /** The committed log rows: device, seq, points. */
+  readonly rows: Array<[number, number, LogPoint[]]>;
+}
+
+/** Points sorted by ts (stable), one per ts: the last written wins. */
+function latestWins(points: readonly StoredValue[]): StoredValue[] {
+  let sorted = true;
+  let unique = true;
+  for (let i = 1; i < points.length; i++) {
+    if (points[i].ts < points[i - 1].ts) sorted = false;
+    else if (points[i].ts === points[i - 1].ts) unique = false;
+  }
+  if (sorted && unique) return points as StoredValue[];
+  const ordered = sorted ? [...points] : [...points].sort((a, b) => a.ts - b.ts);
+  const out: StoredValue[] = [];
+  for (const p of ordered) {
+    if (out.length > 0 && out[out.length - 1].ts === p.ts) out[out.length - 1] = p;
+    else out.push(p);
+  }
+  return out;
+}
+
+/** A long within ±2^53 as a number (as reads return it), beyond as a bigint. */
+function normalize(kind: TsKind, value: TsScalar): TsScalar {
+  if (kind === 'long' && typeof value === 'bigint') {
+    const n = Number(value);
+    return Number.isSafeInteger(n) ? n : value;
+  }
+  return value;
+}
+
+/**
+ * Kahan-Babuska-Neumaier summation, as SQLite's sum(), total() and avg() do for floating-point
+ * values, so aggregates read the same as they did when SQL computed them.
+ */
+function kbnSum(values: readonly number[]): number {
+  let sum = 0;
+  let c = 0;
+  for (const v of values) {
+    const t = sum + v;
+    if (Math.abs(sum) >= Math.abs(v)) c += sum - t + v;
+    else c += v - t + sum;
+    sum = t;
+  }
+  return sum + c;
+}
+
+/** The aggregate of points[i, j) (one bucket), or undefined when it has no value to give. */
+function aggregateBucket(
+  agg: Aggregation,
+  points: readonly StoredValue[],
+  i: number,
+  j: number,
+): { kind: TsKind; value: TsScalar } | undefined {
+  if (agg === 'COUNT') return { kind: 'long', value: j - i };
+  const doubles: number[] = [];
+  const longs: number[] = [];
+  const strings: string[] = [];
+  const bools: boolean[] = [];
+  for (let k = i; k < j; k++) {
+    const p = points[k];
+    if (p.kind === 'double') {
+      // SQLite stored NaN as NULL: it never took part in an aggregate.
+      if (!Number.isNaN(p.value)) doubles.push(p.value as number);
+    } else if (p.kind === 'long') longs.push(Number(p.value));
+    else if (p.kind === 'string') strings.push(p.value as string);
+    else if (p.kind === 'bool') bools.push(p.value as boolean);
+  }
+  const numeric = doubles.length + longs.length;
   switch (agg) {
-    case 'COUNT':
-      return { kind: 'long', value: r.n };
     case 'AVG':
       if (numeric === 0) return undefined;
-      return { kind: 'double', value: ((r.d ?? 0) + (r.l ?? 0)) / numeric };
+      return { kind: 'double', value: numericSum(doubles, longs) / numeric };
     case 'SUM':
       if (numeric === 0) return undefined;
-      return r.nd > 0
-        ? { kind: 'double', value: (r.d ?? 0) + (r.l ?? 0) }
-        : { kind: 'long', value: r.l ?? 0 };
-    case 'MIN':
-    case 'MAX': {
+      return doubles.length > 0
+        ? { kind: 'double', value: numericSum(doubles, longs) }
+        : { kind: 'long', value: numericSum([], longs) };
+    default: {
+      const min = agg === 'MIN';
+      const pick = (a: number, b: number) => (min ? Math.min(a, b) : Math.max(a, b));
       if (numeric > 0) {
-        const pick = agg === 'MIN' ? Math.min : Math.max;
-        if (r.nd === 0) return { kind: 'long', value: r.l ?? 0 };
-        const v = r.nl === 0 ? (r.d ?? 0) : pick(r.d ?? 0, r.l ?? 0);
-        return { kind: 'double', value: v };
+        const l = longs.length > 0 ? longs.reduce(pick) : undefined;
+        if (doubles.length === 0) return { kind: 'long', value: l as number };
+        const d = doubles.reduce(pick);
+        return { kind: 'double', value: l === undefined ? d : pick(d, l) };
       }
-      if (r.ns > 0 && r.s !== null) return { kind: 'string', value: r.s };
-      if (r.nb > 0 && r.bo !== null) return { kind: 'bool', value: r.bo === 1 };
+      if (strings.length > 0) {
+        return {
+          kind: 'string',
+          value: strings.reduce((a, b) => ((min ? b < a : b > a) ? b : a)),
+        };
+      }
+      if (bools.length > 0) {
+        return { kind: 'bool', value: min ? bools.every(Boolean) : bools.some(Boolean) };
+      }
       return undefined;
     }
   }
 }
 
-/** The counts of several staged batches, summed per (device, chunk, key). */
-function mergeCounts(batches: readonly StagedBatch[]): Iterable<number[]> {
-  if (batches.length === 1) return batches[0].counts;
-  const sum = new Map<string, number[]>();
-  for (const b of batches) {
-    for (const c of b.counts) {
-      const id = `${c[0]},${c[1]},${c[2]}`;
-      const have = sum.get(id);
-      if (have) have[3] += c[3];
-      else sum.set(id, [c[0], c[1], c[2], c[3]]);
-    }
+/** Sum of longs (exact while it fits) and doubles (KBN), as SQLite's total() adds them. */
+function numericSum(doubles: readonly number[], longs: readonly number[]): number {
+  if (doubles.length === 0) {
+    let s = 0;
+    for (const v of longs) s += v;
+    if (Number.isSafeInteger(s)) return s;
   }
-  return sum.values();
+  return kbnSum([...longs, ...doubles]);
 }
 
-/**
- * Moves of at least this many points are sorted by series first (bench:storage, 1,000 series:
- * +30 % with 300,000-point moves); a sort of a small move costs more than it saves (bench:http
- * fell from 8,500 to 5,500-7,200 requests/s with 5,000-point moves sorted).
- */
-const SORTED_MOVE_POINTS = 50_000;
-
-/** Rows per multi-row statement: fewer statement calls per point, few statement shapes. */
+/** Rows per multi-row statement: fewer statement calls per row, few statement shapes. */
 function groupSize(left: number): number {
   return left >= 256 ? 256 : left >= 64 ? 64 : left >= 16 ? 16 : left >= 4 ? 4 : 1;
 }
 
-/**
- * Batches of at least this many points, with at least `DIRECT_PER_SERIES` points per series on
- * average, are written straight into `ts_kv`.
- */
-const DIRECT_POINTS = 5_000;
-const DIRECT_PER_SERIES = 50;
-
-/** The number of series (device and key) among the points of a batch. */
-function seriesIn(items: readonly WriteItem[]): number {
-  const keys = new Map<number, Set<string>>();
-  for (const item of items) {
-    let set = keys.get(item.rid);
-    if (!set) {
-      set = new Set();
-      keys.set(item.rid, set);
-    }
-    for (const p of item.points) set.add(p.key);
-  }
-  let n = 0;
-  for (const set of keys.values()) n += set.size;
-  return n;
+function logSql(n: number): string {
+  return `INSERT INTO ts_log (device_rid, data) VALUES ${Array(n).fill('(?, ?)').join(', ')}`;
 }
 
-const COLUMN: Record<TsKind, string> = {
-  double: 'dbl_v',
-  long: 'long_v',
-  bool: 'bool_v',
-  string: 'str_v',
-  json: 'json_v',
-};
-
-function insertSql(kind: TsKind, n: number): string {
-  const rows = Array(n).fill('(?, ?, ?, ?)').join(', ');
-  return `INSERT OR IGNORE INTO ts_kv (device_rid, key_id, ts, ${COLUMN[kind]}) VALUES ${rows}`;
+function latestSql(n: number): string {
+  return `INSERT INTO ts_kv_latest (device_rid, key_id, ts, dbl_v, long_v, bool_v, str_v, json_v)
+    VALUES ${Array(n).fill('(?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}
+    ON CONFLICT (device_rid, key_id) DO UPDATE SET ts = excluded.ts, dbl_v = excluded.dbl_v,
+      long_v = excluded.long_v, bool_v = excluded.bool_v, str_v = excluded.str_v,
+      json_v = excluded.json_v
+    WHERE excluded.ts >= ts_kv_latest.ts`;
 }
 
-function overwriteArgs(rid: number, keyId: number, p: TsEntry): unknown[] {
-  return [...typedColumns(p), rid, keyId, p.ts];
-}
-
-/** Value types in `ts_kv_stage.kind`. */
-const KIND_CODE: Record<TsKind, number> = { double: 0, long: 1, bool: 2, string: 3, json: 4 };
-const STAGE_COLUMNS = 5;
-
-/** Thrown inside the fast move to roll its savepoint back. */
-const OVERWRITES = new Error('staged points overwrite stored ones');
-
-function stageSql(n: number): string {
-  const rows = Array(n).fill('(?, ?, ?, ?, ?)').join(', ');
-  return `INSERT INTO ts_kv_stage (device_rid, key_id, ts, kind, v) VALUES ${rows}`;
-}
-
-/** The staged values, spread over the typed columns of `ts_kv`. */
-const STAGED_VALUES = `device_rid, key_id, ts, ${(
-  ['double', 'long', 'bool', 'string', 'json'] as const
-)
-  .map((k) => `CASE kind WHEN ${KIND_CODE[k]} THEN v END`)
-  .join(', ')}`;
-
-/** Every typed value column of a row taken from the conflicting insert. */
-const SET_VALUES = `dbl_v = excluded.dbl_v, long_v = excluded.long_v, bool_v = excluded.bool_v,
-  str_v = excluded.str_v, json_v = excluded.json_v`;
-
-/** The upsert of a latest value: an older point never replaces a newer one. */
-const LATEST_CONFLICT = `ON CONFLICT (device_rid, key_id) DO UPDATE SET ts = excluded.ts, ${SET_VALUES}
-  WHERE excluded.ts >= ts_kv_latest.ts`;
-
-/**
- * Latest values: an older point never replaces a newer latest value. Chunk counts add up; a
- * series may have two rows for one chunk in a batch (value kind changed), which the upsert sums.
- */
-function upsertSql(table: 'latest' | 'chunk', n: number): string {
-  if (table === 'latest') {
-    return `INSERT INTO ts_kv_latest (device_rid, key_id, ts, dbl_v, long_v, bool_v, str_v, json_v)
-      VALUES ${Array(n).fill('(?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}
-      ${LATEST_CONFLICT}`;
-  }
-  return `INSERT INTO ts_kv_chunk (device_rid, chunk, key_id, points)
-    VALUES ${Array(n).fill('(?, ?, ?, ?)').join(', ')}
-    ON CONFLICT (device_rid, chunk, key_id) DO UPDATE SET points = points + excluded.points`;
-}
-
-function bindValue(kind: TsKind, value: TsScalar): TsScalar {
-  return kind === 'bool' ? (value ? 1 : 0) : value;
-}
-
-function typedColumns(p: TsEntry): unknown[] {
-  const v = bindValue(p.kind, p.value);
+function latestArgs(rid: number, keyId: number, p: StoredValue): unknown[] {
+  const v = p.kind === 'bool' ? (p.value ? 1 : 0) : p.value;
   return [
+    rid,
+    keyId,
+    p.ts,
     p.kind === 'double' ? v : null,
     p.kind === 'long' ? v : null,
     p.kind === 'bool' ? v : null,
     p.kind === 'string' ? v : null,
     p.kind === 'json' ? v : null,
   ];
-}
-
-function latestArgs(rid: number, keyId: number, p: TsEntry): unknown[] {
-  return [rid, keyId, p.ts, ...typedColumns(p)];
 }
 
 function decode(r: ValueRow): StoredValue {
@@ -906,125 +967,36 @@ function decode(r: ValueRow): StoredValue {
   return { ts, kind: 'json', value: r.json_v ?? 'null' };
 }
 
-/**
- * One correlated sub-select per bucket: each is an index range seek, and the buckets come out in
- * order without the sort that `GROUP BY (ts - start) / interval` would need (2-3x faster).
- */
-function aggSql(fields: string): string {
-  return `WITH RECURSIVE b(s) AS (
-      SELECT CAST(@start AS INTEGER)
-      UNION ALL SELECT s + CAST(@interval AS INTEGER) FROM b WHERE s + @interval < @end)
-    SELECT s, (SELECT json_array(${fields}) FROM ts_kv
-      WHERE device_rid = @rid AND key_id = @key AND ts >= s AND ts < min(s + @interval, @end)
-    ) AS a FROM b`;
-}
-
-/** Fields of each aggregation's json_array, in AggRow order; only what the result needs. */
-const AGG_FIELDS: Record<Aggregation, string> = {
-  AVG: 'avg(coalesce(dbl_v, long_v))',
-  SUM: 'count(coalesce(dbl_v, long_v)), total(coalesce(dbl_v, long_v)), count(dbl_v)',
-  COUNT: 'count(*)',
-  MIN: 'count(dbl_v), count(long_v), min(dbl_v), min(long_v), count(str_v), min(str_v), count(bool_v), min(bool_v)',
-  MAX: 'count(dbl_v), count(long_v), max(dbl_v), max(long_v), count(str_v), max(str_v), count(bool_v), max(bool_v)',
-};
-
-function toAggRow(agg: Aggregation, a: Array<number | string | null>): AggRow | undefined {
-  if (agg === 'COUNT') {
-    const n = a[0] as number;
-    return n > 0
-      ? { n, nd: 0, nl: 0, ns: 0, nb: 0, d: null, l: null, s: null, bo: null }
-      : undefined;
-  }
-  if (agg === 'AVG') {
-    // avg() skips NULLs (strings, booleans, JSON) and is NULL for a bucket without numbers.
-    const avg = a[0] as number | null;
-    if (avg === null) return undefined;
-    return { n: 1, nd: 1, nl: 0, ns: 0, nb: 0, d: avg, l: 0, s: null, bo: null };
-  }
-  if (agg === 'SUM') {
-    // [numeric count, numeric sum, double count]: the sum is a double when doubles take part.
-    const [n, sum, nd = 1] = a as [number, number, number?];
-    if (n === 0) return undefined;
-    const doubles = nd > 0;
-    return {
-      n,
-      nd: doubles ? n : 0,
-      nl: doubles ? 0 : n,
-      ns: 0,
-      nb: 0,
-      d: doubles ? sum : 0,
-      l: doubles ? 0 : sum,
-      s: null,
-      bo: null,
-    };
-  }
-  const [nd, nl, d, l, ns = 0, str = null, nb = 0, bo = null] = a as [
-    number,
-    number,
-    number | null,
-    number | null,
-    number?,
-    string?,
-    number?,
-    number?,
-  ];
-  const n = nd + nl + (ns ?? 0) + (nb ?? 0);
-  if (n === 0) return undefined;
-  return { n, nd, nl, ns: ns ?? 0, nb: nb ?? 0, d, l, s: str ?? null, bo: bo ?? null };
-}
-
 function prepare(db: Db) {
   const values = 'ts, dbl_v, long_v, bool_v, str_v, json_v';
-  const moveNew = `INSERT OR IGNORE INTO ts_kv (device_rid, key_id, ${values})
-    SELECT ${STAGED_VALUES} FROM ts_kv_stage WHERE seq <= ?`;
   const safe = (stmt: Statement) => stmt.safeIntegers(true);
   return {
     allKeys: db.prepare('SELECT id, key FROM ts_key'),
     deviceExists: db.prepare('SELECT 1 FROM device WHERE rid = ?').pluck(),
     insertKey: db.prepare('INSERT INTO ts_key (key) VALUES (?)'),
-    countsByDevice: db.prepare(
-      'SELECT device_rid AS rid, sum(points) AS n FROM ts_kv_chunk GROUP BY device_rid',
+    blockMeta: db.prepare(
+      'SELECT seg, device_rid AS rid, key_id AS key, n, first_ts AS f, last_ts AS l FROM ts_block',
     ),
-    overwrite: db.prepare(
-      `UPDATE ts_kv SET dbl_v = ?, long_v = ?, bool_v = ?, str_v = ?, json_v = ?
-       WHERE device_rid = ? AND key_id = ? AND ts = ?`,
+    logAll: db.prepare('SELECT seq, device_rid AS rid, data FROM ts_log ORDER BY seq'),
+    clearLog: db.prepare('DELETE FROM ts_log'),
+    clearLogBelow: db.prepare('DELETE FROM ts_log WHERE seq < ?'),
+    insertBlock: db.prepare(
+      `INSERT INTO ts_block (seg, device_rid, key_id, chunk, n, first_ts, last_ts, data)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
-    stagedCount: db.prepare('SELECT count(*) FROM ts_kv_stage').pluck(),
-    // Latest values from staged points of unknown counts: per series the newest ts, the last
-    // written among equal ts; an older point never replaces a newer latest value.
-    latestFromStage: db.prepare(
-      `INSERT INTO ts_kv_latest (device_rid, key_id, ${values})
-       SELECT ${STAGED_VALUES} FROM (
-         SELECT *, row_number() OVER (PARTITION BY device_rid, key_id ORDER BY ts DESC, seq DESC) AS r
-         FROM ts_kv_stage WHERE seq <= ?) WHERE r = 1
-       ${LATEST_CONFLICT}`,
+    updateBlock: db.prepare(
+      `UPDATE ts_block SET n = ?, first_ts = ?, last_ts = ?, data = ?
+       WHERE seg = ? AND device_rid = ? AND key_id = ? AND chunk = ?`,
     ),
-    // Fast move: fails to insert (and is rolled back) if a point exists or is staged twice.
-    moveNew: db.prepare(moveNew),
-    // A large move sorted first: each series' leaf pages are then visited once, in order.
-    moveNewSorted: db.prepare(`${moveNew} ORDER BY device_rid, key_id, ts`),
-    // Exact move: in (series, ts, arrival) order, so the last value written for a ts wins.
-    moveAll: db.prepare(
-      `INSERT INTO ts_kv (device_rid, key_id, ${values})
-       SELECT ${STAGED_VALUES} FROM ts_kv_stage WHERE seq <= ? ORDER BY device_rid, key_id, ts, seq
-       ON CONFLICT (device_rid, key_id, ts) DO UPDATE SET ${SET_VALUES}`,
+    deleteBlock: db.prepare(
+      'DELETE FROM ts_block WHERE seg = ? AND device_rid = ? AND key_id = ? AND chunk = ?',
     ),
-    // New points per (device, chunk, key) among the staged ones, as `[rid, chunk, keyId, n]`.
-    countNew: db.prepare(
-      `SELECT device_rid, ts / ${CHUNK_MS} AS chunk, key_id, count(DISTINCT ts) FROM ts_kv_stage s
-       WHERE seq <= ? AND NOT EXISTS (SELECT 1 FROM ts_kv k
-         WHERE k.device_rid = s.device_rid AND k.key_id = s.key_id AND k.ts = s.ts)
-       GROUP BY device_rid, chunk, key_id`,
+    oneBlock: db.prepare(
+      'SELECT data FROM ts_block WHERE seg = ? AND device_rid = ? AND key_id = ? AND chunk = ?',
     ),
-    clearStage: db.prepare('DELETE FROM ts_kv_stage WHERE seq <= ?'),
-    subChunk: db.prepare(
-      'UPDATE ts_kv_chunk SET points = points - ? WHERE device_rid = ? AND chunk = ? AND key_id = ?',
-    ),
-    dropEmptyChunk: db.prepare(
-      'DELETE FROM ts_kv_chunk WHERE device_rid = ? AND chunk = ? AND key_id = ? AND points <= 0',
-    ),
-    dropChunk: db.prepare(
-      'DELETE FROM ts_kv_chunk WHERE device_rid = ? AND chunk = ? AND key_id = ?',
+    seriesBlocks: db.prepare(
+      `SELECT chunk, n, first_ts, last_ts, data FROM ts_block
+       WHERE seg = ? AND device_rid = ? AND key_id = ? AND chunk BETWEEN ? AND ?`,
     ),
     latestAll: safe(db.prepare(`SELECT key_id, ${values} FROM ts_kv_latest WHERE device_rid = ?`)),
     latestOne: safe(
@@ -1032,49 +1004,14 @@ function prepare(db: Db) {
     ),
     keysOf: safe(db.prepare('SELECT key_id FROM ts_kv_latest WHERE device_rid = ?')),
     deleteLatest: db.prepare('DELETE FROM ts_kv_latest WHERE device_rid = ? AND key_id = ?'),
-    rewriteLatest: db.prepare(
-      `INSERT INTO ts_kv_latest (device_rid, key_id, ${values})
-       SELECT device_rid, key_id, ${values} FROM ts_kv WHERE device_rid = ? AND key_id = ?
-       ORDER BY ts DESC LIMIT 1`,
+    oldestChunk: db.prepare('SELECT min(chunk) AS c FROM ts_block'),
+    oldestChunkOf: db.prepare('SELECT min(chunk) AS c FROM ts_block WHERE device_rid = ?'),
+    chunkBlocks: db.prepare(
+      'SELECT seg, device_rid AS rid, key_id AS key, n, first_ts AS f FROM ts_block WHERE chunk = ?',
     ),
-    historyAsc: safe(
-      db.prepare(
-        `SELECT ${values} FROM ts_kv WHERE device_rid = ? AND key_id = ? AND ts >= ? AND ts < ?
-         ORDER BY ts ASC LIMIT ?`,
-      ),
-    ),
-    historyDesc: safe(
-      db.prepare(
-        `SELECT ${values} FROM ts_kv WHERE device_rid = ? AND key_id = ? AND ts >= ? AND ts < ?
-         ORDER BY ts DESC LIMIT ?`,
-      ),
-    ),
-    aggregate: {
-      AVG: db.prepare(aggSql(AGG_FIELDS.AVG)),
-      SUM: db.prepare(aggSql(AGG_FIELDS.SUM)),
-      COUNT: db.prepare(aggSql(AGG_FIELDS.COUNT)),
-      MIN: db.prepare(aggSql(AGG_FIELDS.MIN)),
-      MAX: db.prepare(aggSql(AGG_FIELDS.MAX)),
-    } satisfies Record<Aggregation, Statement>,
-    countByChunk: db.prepare(
-      `SELECT ts / ${CHUNK_MS} AS c, count(*) AS n FROM ts_kv
-       WHERE device_rid = ? AND key_id = ? AND ts >= ? AND ts < ? GROUP BY c`,
-    ),
-    deleteSeriesRange: db.prepare(
-      'DELETE FROM ts_kv WHERE device_rid = ? AND key_id = ? AND ts >= ? AND ts < ?',
-    ),
-    deleteSeriesPrefix: db.prepare(
-      `DELETE FROM ts_kv WHERE device_rid = @rid AND key_id = @key AND ts >= @c0 AND ts < coalesce(
-         (SELECT ts FROM ts_kv WHERE device_rid = @rid AND key_id = @key AND ts >= @c0
-          ORDER BY ts LIMIT 1 OFFSET CAST(@take AS INTEGER)), @c1)`,
-    ),
-    oldestChunk: db.prepare('SELECT min(chunk) AS c FROM ts_kv_chunk'),
-    oldestChunkOf: db.prepare('SELECT min(chunk) AS c FROM ts_kv_chunk WHERE device_rid = ?'),
-    chunkSeries: db.prepare(
-      'SELECT device_rid AS rid, key_id, points FROM ts_kv_chunk WHERE chunk = ? ORDER BY points DESC',
-    ),
-    chunkSeriesOf: db.prepare(
-      'SELECT device_rid AS rid, key_id, points FROM ts_kv_chunk WHERE device_rid = ? AND chunk = ? ORDER BY points DESC',
+    chunkBlocksOf: db.prepare(
+      `SELECT seg, device_rid AS rid, key_id AS key, n, first_ts AS f FROM ts_block
+       WHERE chunk = ? AND device_rid = ?`,
     ),
   };
 }

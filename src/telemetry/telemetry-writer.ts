@@ -21,20 +21,14 @@ export interface TelemetryWriterDeps {
   readonly lingerMs?: number;
   /** A batch is committed as soon as it holds this many points. */
   readonly maxBatchPoints: number;
-  /**
-   * Staged points are moved into the time-series table in slices of about this many points
-   * (default 5,000: 10-30 ms of work between two commits) ...
-   */
-  readonly settlePoints?: number;
-  /**
-   * ... or of this many (default 30,000) while a move holds up so few callers that under 1 % of
-   * the acknowledgements wait for one (the batch after a move holds at most 1/100 of it) ...
-   */
-  readonly settleQuietPoints?: number;
-  /** ... or of this many while commits queue up behind the writer (default 100,000) ... */
-  readonly settleBulkPoints?: number;
-  /** ... and all of them once the oldest has waited this long (default 2,000 ms). */
-  readonly settleMaxAgeMs?: number;
+  /** The open range is sealed into blocks at least this often (default 600,000 ms) ... */
+  readonly flushIntervalMs?: number;
+  /** ... or once a series holds this many open points (default 3,600) ... */
+  readonly blockPoints?: number;
+  /** ... or once this many points are open in all (default 200,000: memory). */
+  readonly openMaxPoints?: number;
+  /** Points sealed per turn of the event loop (default 20,000: a short pause for commits). */
+  readonly sealSlicePoints?: number;
   /** Called after each commit with the committed items, in arrival order. */
   readonly onCommit?: (items: readonly CommittedItem[]) => void;
   /** Called after each commit attempt with its duration and outcome (metrics, health). */
@@ -60,14 +54,16 @@ export class TelemetryWriter {
   #queued = 0;
   #timer: NodeJS.Timeout | undefined;
   #immediate: NodeJS.Immediate | undefined;
-  #settleTimer: NodeJS.Timeout | undefined;
-  #settleImmediate: NodeJS.Immediate | undefined;
+  #sealTimer: NodeJS.Timeout | undefined;
+  #sealImmediate: NodeJS.Immediate | undefined;
+  /** Points still to seal in the current round of slices. */
+  #sealLeft = 0;
   #stopped = false;
   #batches = 0;
   #points = 0;
-  /** Points of the first batch after a move (the callers a move held up), a decaying maximum. */
-  #heldPoints: number | undefined;
-  #moved = false;
+  /** The devices of the last batch, and those of them queued again since. */
+  #lastRids = new Set<number>();
+  readonly #returned = new Set<number>();
 
   constructor(deps: TelemetryWriterDeps) {
     this.#deps = deps;
@@ -89,7 +85,8 @@ export class TelemetryWriter {
     return new Promise<void>((resolve, reject) => {
       this.#queue.push({ rid, deviceId, points, resolve, reject });
       this.#queued += points.length;
-      if (this.#queued >= this.#deps.maxBatchPoints) this.#scheduleNow();
+      if (this.#lastRids.has(rid)) this.#returned.add(rid);
+      if (this.#queued >= this.#deps.maxBatchPoints || this.#callersBack()) this.#scheduleNow();
       else this.#schedule();
     });
   }
@@ -100,11 +97,28 @@ export class TelemetryWriter {
     while (this.#queue.length > 0) this.#commitBatch();
   }
 
-  /** Commits what is queued, moves staged points, and refuses further writes. Safe to call twice. */
+  /** Commits what is queued, seals the open range, and refuses further writes. Safe to call twice. */
   stop(): void {
     this.#stopped = true;
     this.flush();
-    this.#settle();
+    this.#clearSealTimers();
+    try {
+      this.#deps.store.settle();
+    } catch (err) {
+      // The points stay in the log, which the next start reads.
+      this.#deps.log.error({ err }, 'telemetry seal failed');
+    }
+  }
+
+  /**
+   * Callers that wait for their acknowledgement before they send again (HTTP requests, MQTT
+   * clients with a window of publishes in flight) are all back once most devices of the last
+   * batch are queued again: lingering longer would only slow them down, so the batch goes now.
+   * Devices that report on their own clock (a plant floor) are not back so soon: their batch
+   * lingers, and a commit holds many of them.
+   */
+  #callersBack(): boolean {
+    return this.#lastRids.size > 0 && this.#returned.size * 10 >= this.#lastRids.size * 9;
   }
 
   #schedule(): void {
@@ -181,12 +195,10 @@ export class TelemetryWriter {
     }
     this.#batches++;
     this.#points += points;
-    if (this.#moved) {
-      this.#moved = false;
-      // A decaying maximum: one small batch after a move does not mean small ones.
-      this.#heldPoints = Math.max(points, 0.9 * (this.#heldPoints ?? 0));
-    }
-    this.#scheduleSettle();
+    this.#lastRids = new Set(batch.map((j) => j.rid));
+    this.#returned.clear();
+    for (const job of this.#queue) if (this.#lastRids.has(job.rid)) this.#returned.add(job.rid);
+    this.#scheduleSeal();
     for (const job of batch) job.resolve();
     try {
       this.#deps.onCommit?.(dropped.size > 0 ? batch.filter((j) => !dropped.has(j.rid)) : batch);
@@ -196,50 +208,63 @@ export class TelemetryWriter {
   }
 
   /**
-   * Moving staged points into the time-series table is the expensive part of a write (one
-   * B-tree leaf per series, whatever the number of points), so it runs off the acknowledgement
-   * path, between commits, in slices. A move holds up every caller whose points arrive while
-   * it runs; they make up the first batch after it:
-   * - while commits queue up, slices are large (fewer pages written per point);
-   * - while that batch is small (few callers at a time, e.g. 50 HTTP devices with one request
-   *   each), slices of 30,000 points are rare enough that under 1 % of the acknowledgements
-   *   wait for one (bench:http p99 16-19 ms instead of 38-44);
-   * - otherwise (hundreds of MQTT messages in flight: any move holds up many), slices of 5,000
-   *   points keep each pause short.
-   * A trickle is moved after `settleMaxAgeMs`.
+   * Sealing the open range into compressed blocks is rare and large: after `flushIntervalMs`, or
+   * once a series holds `blockPoints` open points or the open range `openMaxPoints`. A round seals
+   * everything open at its start, in slices of `sealSlicePoints` (oldest series first), one
+   * transaction per turn of the event loop, so commits keep running between slices.
    */
-  #scheduleSettle(): void {
-    const staged = this.#deps.store.stagedPoints;
-    const slice = this.#slice();
-    if (staged >= slice) {
-      this.#settleImmediate ??= setImmediate(() => this.#settle(slice));
-    } else if (staged > 0 && !this.#settleTimer) {
-      this.#settleTimer = setTimeout(() => this.#settle(), this.#deps.settleMaxAgeMs ?? 2_000);
-      this.#settleTimer.unref();
-    }
-  }
-
-  #slice(): number {
-    if (this.#queued >= this.#deps.maxBatchPoints) return this.#deps.settleBulkPoints ?? 100_000;
-    const quiet = this.#deps.settleQuietPoints ?? 30_000;
-    if ((this.#heldPoints ?? 0) * 100 <= quiet) return quiet;
-    return this.#deps.settlePoints ?? 5_000;
-  }
-
-  #settle(maxPoints?: number): void {
-    if (this.#settleTimer) clearTimeout(this.#settleTimer);
-    if (this.#settleImmediate) clearImmediate(this.#settleImmediate);
-    this.#settleTimer = undefined;
-    this.#settleImmediate = undefined;
-    const staged = this.#deps.store.stagedPoints;
-    try {
-      this.#deps.store.settle(maxPoints);
-    } catch (err) {
-      // The points stay staged (and are moved before any read); the next commit retries.
-      this.#deps.log.error({ err, staged: this.#deps.store.stagedPoints }, 'telemetry move failed');
+  #scheduleSeal(): void {
+    if (this.#sealImmediate) return;
+    const { store } = this.#deps;
+    const open = store.stagedPoints;
+    if (open === 0) return;
+    if (
+      open >= (this.#deps.openMaxPoints ?? 200_000) ||
+      store.largestOpenSeries >= (this.#deps.blockPoints ?? 3_600)
+    ) {
+      this.#startRound();
       return;
     }
-    if (this.#deps.store.stagedPoints < staged) this.#moved = true;
-    if (!this.#stopped) this.#scheduleSettle();
+    if (this.#sealTimer) return;
+    const age = performance.now() - (store.openSince ?? performance.now());
+    const wait = Math.max(0, (this.#deps.flushIntervalMs ?? 600_000) - age);
+    this.#sealTimer = setTimeout(() => {
+      this.#sealTimer = undefined;
+      this.#startRound();
+    }, wait);
+    this.#sealTimer.unref();
+  }
+
+  #startRound(): void {
+    if (this.#sealTimer) clearTimeout(this.#sealTimer);
+    this.#sealTimer = undefined;
+    this.#sealLeft = this.#deps.store.stagedPoints;
+    this.#sealImmediate ??= setImmediate(() => this.#sealSlice());
+  }
+
+  #sealSlice(): void {
+    this.#sealImmediate = undefined;
+    const { store } = this.#deps;
+    const before = store.stagedPoints;
+    try {
+      store.settle(this.#deps.sealSlicePoints ?? 20_000);
+    } catch (err) {
+      // The points stay in the log (and open): the next commit schedules another round.
+      this.#deps.log.error({ err, open: store.stagedPoints }, 'telemetry seal failed');
+      this.#sealLeft = 0;
+      return;
+    }
+    this.#sealLeft -= before - store.stagedPoints;
+    if (this.#stopped) return;
+    if (this.#sealLeft > 0 && store.stagedPoints > 0) {
+      this.#sealImmediate = setImmediate(() => this.#sealSlice());
+    } else this.#scheduleSeal();
+  }
+
+  #clearSealTimers(): void {
+    if (this.#sealTimer) clearTimeout(this.#sealTimer);
+    if (this.#sealImmediate) clearImmediate(this.#sealImmediate);
+    this.#sealTimer = undefined;
+    this.#sealImmediate = undefined;
   }
 }

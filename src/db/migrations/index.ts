@@ -11,6 +11,7 @@ import { m009RuleChains } from './009-rule-chains.js';
 import { m010SchedulerEvents } from './010-scheduler-events.js';
 import { m011Connectors } from './011-connectors.js';
 import { m012Alarms } from './012-alarms.js';
+import { m013TelemetryBlocks } from './013-telemetry-blocks.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -26,4 +27,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m010SchedulerEvents,
   m011Connectors,
   m012Alarms,
+  m013TelemetryBlocks,
 ];
