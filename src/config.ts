@@ -48,6 +48,8 @@ export interface Config {
     readonly blockPoints?: number;
     /** ... or once this many points are open in all (memory held by the open range). */
     readonly openMaxPoints?: number;
+    /** Ring-buffer bound on stored bytes; 0 = sized to the disk at start. */
+    readonly maxBytes?: number;
   };
   readonly auth: {
     readonly accessTokenTtlSec: number;
@@ -302,6 +304,16 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 1e12,
     default: 10_000_000,
     help: 'Ring-buffer bound: stored telemetry points beyond it evict the oldest',
+  },
+  {
+    path: 'telemetry.maxBytes',
+    flag: '--telemetry-max-bytes',
+    env: 'EDGE_TELEMETRY_MAX_BYTES',
+    type: 'int',
+    min: 0,
+    max: 1e15,
+    default: 0,
+    help: 'Ring-buffer bound on the bytes telemetry takes on disk (compressed blocks and log); beyond it the oldest are evicted. 0 = sized to the disk at start: a quarter of the data directory\'s filesystem, at most 80 % of what is free plus what telemetry holds',
   },
   {
     path: 'telemetry.maxPointsPerDevice',

@@ -6,6 +6,8 @@ export interface TelemetryEvictorDeps {
   readonly log: Logger;
   /** Ring-buffer bound on all stored points. */
   readonly maxPoints: number;
+  /** Ring-buffer bound on the bytes stored (blocks and log, as `TelemetryStore.totalBytes`). */
+  readonly maxBytes?: number;
   /** Bound per device; 0 = none. */
   readonly maxPointsPerDevice: number;
   /** Age limit in days; 0 = none. */
@@ -101,6 +103,14 @@ export class TelemetryEvictor {
       const need = store.totalPoints - maxPoints + slack(maxPoints);
       if (oldest !== undefined) n = store.evictChunk(oldest, Math.min(need, this.#step));
     }
+    const maxBytes = this.#deps.maxBytes ?? 0;
+    if (n === 0 && maxBytes > 0 && store.totalBytes > maxBytes) {
+      // The excess in points at the average size of a stored point: whole blocks, oldest first.
+      const perPoint = store.totalBytes / Math.max(1, store.totalPoints);
+      const need = Math.ceil((store.totalBytes - maxBytes + slack(maxBytes)) / perPoint);
+      const oldest = this.#oldest();
+      if (oldest !== undefined) n = store.evictChunk(oldest, Math.min(need, this.#step));
+    }
     if (n === 0 && maxPointsPerDevice > 0) {
       for (const rid of store.devicesOver(maxPointsPerDevice)) {
         const oldest = this.#oldest(rid);
@@ -154,6 +164,7 @@ export class TelemetryEvictor {
   #needed(): boolean {
     const { store, maxPoints, maxPointsPerDevice, ttlDays } = this.#deps;
     if (store.totalPoints > maxPoints) return true;
+    if ((this.#deps.maxBytes ?? 0) > 0 && store.totalBytes > (this.#deps.maxBytes ?? 0)) return true;
     if (maxPointsPerDevice > 0 && store.devicesOver(maxPointsPerDevice).length > 0) return true;
     if (ttlDays > 0) {
       const oldest = store.oldestChunk();

@@ -29,11 +29,20 @@ export interface WriteItem {
   readonly points: readonly TsEntry[];
 }
 
+/**
+ * Bytes counted for the byte bound besides a block's or a log record's data: its key columns,
+ * record header, cell pointer and (for blocks) its entry in `ts_block_age`.
+ */
+export const BLOCK_OVERHEAD = 40;
+export const LOG_OVERHEAD = 12;
+
 /** The open (not yet sealed) points of one series, in arrival order. */
 interface OpenSeries {
   readonly rid: number;
   readonly keyId: number;
   points: StoredValue[];
+  /** Its share of the bytes of the log records that hold its points. */
+  bytes: number;
   /** The log row (seq) of its oldest open point: log rows before the oldest of all can go. */
   firstSeq: number;
 }
@@ -81,6 +90,9 @@ export class TelemetryStore {
   /** Sealed points per device, and in all. */
   readonly #perDevice = new Map<number, number>();
   #total = 0;
+  /** Bytes of the sealed blocks and of the open range's log records (see BLOCK_OVERHEAD). */
+  #bytes = 0;
+  #openBytes = 0;
   /** Open points per device (device, then key), and in all. */
   readonly #open = new Map<number, Map<number, OpenSeries>>();
   readonly #openPerDevice = new Map<number, number>();
@@ -141,6 +153,8 @@ export class TelemetryStore {
   reloadCounts(): void {
     this.#perDevice.clear();
     this.#total = 0;
+    this.#bytes = 0;
+    this.#openBytes = 0;
     this.#segs.clear();
     this.#maxTs.clear();
     let maxSeg = 0;
@@ -151,9 +165,11 @@ export class TelemetryStore {
       n: number;
       f: number;
       l: number;
+      b: number;
     }>) {
       this.#perDevice.set(r.rid, (this.#perDevice.get(r.rid) ?? 0) + r.n);
       this.#total += r.n;
+      this.#bytes += r.b + BLOCK_OVERHEAD;
       const seg = this.#segs.get(r.seg);
       if (seg) {
         seg.min = Math.min(seg.min, r.f);
@@ -175,13 +191,18 @@ export class TelemetryStore {
       rid: number;
       data: Buffer;
     }>) {
-      this.#addOpen(r.rid, r.seq, decodeLogRecord(r.data));
+      this.#addOpen(r.rid, r.seq, decodeLogRecord(r.data), r.data.length + LOG_OVERHEAD);
     }
   }
 
   /** Points stored: sealed and open (open ones may still overwrite: exact after `settle()`). */
   get totalPoints(): number {
     return this.#total + this.#openPoints;
+  }
+
+  /** Bytes stored, counted as eviction removes them: blocks and open log records. */
+  get totalBytes(): number {
+    return this.#bytes + this.#openBytes;
   }
 
   /** Points committed to the log and not yet sealed into blocks. */
@@ -231,7 +252,7 @@ export class TelemetryStore {
       this.#forgetKeys(out.newKeys);
       throw err;
     }
-    for (const [rid, seq, points] of out.rows) this.#addOpen(rid, seq, points);
+    for (const [rid, seq, points, bytes] of out.rows) this.#addOpen(rid, seq, points, bytes);
     return { dropped: out.dropped };
   }
 
@@ -263,18 +284,24 @@ export class TelemetryStore {
     for (let p = 0; p < pending.length; ) {
       const g = groupSize(pending.length - p);
       args.length = 0;
-      for (let q = p; q < p + g; q++) args.push(pending[q][0], encodeLogRecord(pending[q][1]));
+      const sizes: number[] = [];
+      for (let q = p; q < p + g; q++) {
+        const rec = encodeLogRecord(pending[q][1]);
+        sizes.push(rec.length + LOG_OVERHEAD);
+        args.push(pending[q][0], rec);
+      }
       const last = Number(this.#statement(`log:${g}`, () => logSql(g)).run(args).lastInsertRowid);
       // Rowids of one multi-row insert are consecutive.
       for (let q = p; q < p + g; q++) {
-        out.rows.push([pending[q][0], last - (p + g - 1 - q), pending[q][1]]);
+        out.rows.push([pending[q][0], last - (p + g - 1 - q), pending[q][1], sizes[q - p]]);
       }
       p += g;
     }
   }
 
   /** Adds committed log points to the open range (arrival order kept per series). */
-  #addOpen(rid: number, seq: number, points: readonly LogPoint[]): void {
+  #addOpen(rid: number, seq: number, points: readonly LogPoint[], bytes: number): void {
+    const share = bytes / points.length;
     let byKey = this.#open.get(rid);
     if (!byKey) {
       byKey = new Map();
@@ -288,9 +315,10 @@ export class TelemetryStore {
     for (const p of points) {
       let series = byKey.get(p.keyId);
       if (!series) {
-        series = { rid, keyId: p.keyId, points: [], firstSeq: seq };
+        series = { rid, keyId: p.keyId, points: [], bytes: 0, firstSeq: seq };
         byKey.set(p.keyId, series);
       }
+      series.bytes += share;
       const v: StoredValue = { ts: p.ts, kind: p.kind, value: normalize(p.kind, p.value) };
       series.points.push(v);
       if (series.points.length > this.#largestOpen) this.#largestOpen = series.points.length;
@@ -300,6 +328,7 @@ export class TelemetryStore {
     }
     this.#openPerDevice.set(rid, (this.#openPerDevice.get(rid) ?? 0) + points.length);
     this.#openPoints += points.length;
+    this.#openBytes += bytes;
     this.#openSince ??= performance.now();
   }
 
@@ -369,7 +398,9 @@ export class TelemetryStore {
       if (left > 0) this.#openPerDevice.set(series.rid, left);
       else this.#openPerDevice.delete(series.rid);
       this.#openPoints -= series.points.length;
+      this.#openBytes -= series.bytes;
     }
+    if (this.#openPoints === 0) this.#openBytes = 0;
     let added = 0;
     for (const [rid, n] of deltas) {
       const left = (this.#perDevice.get(rid) ?? 0) + n;
@@ -406,16 +437,9 @@ export class TelemetryStore {
           run.some((p) => p.ts === ts),
         );
       }
-      this.#s.insertBlock.run(
-        seg,
-        rid,
-        keyId,
-        chunk,
-        run.length,
-        run[0].ts,
-        run[run.length - 1].ts,
-        encodeBlock(run),
-      );
+      const data = encodeBlock(run);
+      this.#s.insertBlock.run(seg, rid, keyId, chunk, run.length, run[0].ts, run[run.length - 1].ts, data);
+      this.#bytes += data.length + BLOCK_OVERHEAD;
       delta += run.length;
       i = j;
     }
@@ -464,23 +488,28 @@ export class TelemetryStore {
       const kept = points.filter((p) => p.ts < startTs || p.ts >= endTs || !drop(p.ts));
       if (kept.length === points.length) continue;
       removed += points.length - kept.length;
-      if (kept.length === 0) this.#s.deleteBlock.run(row.seg, rid, keyId, row.chunk);
-      else this.#rewriteBlock(row.seg, rid, keyId, row.chunk, kept);
+      if (kept.length === 0) this.#deleteBlock(row.seg, rid, keyId, row.chunk, row.data.length);
+      else this.#rewriteBlock(row.seg, rid, keyId, row.chunk, kept, row.data.length);
     }
     return removed;
   }
 
-  #rewriteBlock(seg: number, rid: number, keyId: number, chunk: number, points: StoredValue[]) {
-    this.#s.updateBlock.run(
-      points.length,
-      points[0].ts,
-      points[points.length - 1].ts,
-      encodeBlock(points),
-      seg,
-      rid,
-      keyId,
-      chunk,
-    );
+  #rewriteBlock(
+    seg: number,
+    rid: number,
+    keyId: number,
+    chunk: number,
+    points: StoredValue[],
+    oldBytes: number,
+  ): void {
+    const data = encodeBlock(points);
+    this.#s.updateBlock.run(points.length, points[0].ts, points[points.length - 1].ts, data, seg, rid, keyId, chunk);
+    this.#bytes += data.length - oldBytes;
+  }
+
+  #deleteBlock(seg: number, rid: number, keyId: number, chunk: number, oldBytes: number): void {
+    this.#s.deleteBlock.run(seg, rid, keyId, chunk);
+    this.#bytes -= oldBytes + BLOCK_OVERHEAD;
   }
 
   /** Sealed blocks of one series that may hold points with startTs <= ts < endTs. */
@@ -706,7 +735,7 @@ export class TelemetryStore {
     const s = this.#s;
     const rows = (
       rid === undefined ? s.chunkBlocks.all(chunk) : s.chunkBlocksOf.all(chunk, rid)
-    ) as Array<{ seg: number; rid: number; key: number; n: number; f: number }>;
+    ) as Array<{ seg: number; rid: number; key: number; n: number; f: number; b: number }>;
     if (rows.length === 0) return 0;
     const bySeries = new Map<string, { rid: number; key: number; points: number; blocks: typeof rows }>();
     for (const r of rows) {
@@ -733,11 +762,12 @@ export class TelemetryStore {
         for (const b of r.blocks.sort((x, y) => x.f - y.f)) {
           if (take <= 0) break;
           if (b.n <= take) {
-            s.deleteBlock.run(b.seg, r.rid, r.key, chunk);
+            this.#deleteBlock(b.seg, r.rid, r.key, chunk, b.b);
             take -= b.n;
           } else {
             const row = s.oneBlock.get(b.seg, r.rid, r.key, chunk) as { data: Buffer };
-            this.#rewriteBlock(b.seg, r.rid, r.key, chunk, decodeBlock(row.data).slice(take));
+            const kept = decodeBlock(row.data).slice(take);
+            this.#rewriteBlock(b.seg, r.rid, r.key, chunk, kept, b.b);
             take = 0;
           }
         }
@@ -812,8 +842,8 @@ function registerViews(db: Db, store: TelemetryStore): void {
 interface CommitOut {
   readonly newKeys: string[];
   readonly dropped: Set<number>;
-  /** The committed log rows: device, seq, points. */
-  readonly rows: Array<[number, number, LogPoint[]]>;
+  /** The committed log rows: device, seq, points, bytes counted. */
+  readonly rows: Array<[number, number, LogPoint[], number]>;
 }
 
 /** Points sorted by ts (stable), one per ts: the last written wins. */
@@ -975,7 +1005,8 @@ function prepare(db: Db) {
     deviceExists: db.prepare('SELECT 1 FROM device WHERE rid = ?').pluck(),
     insertKey: db.prepare('INSERT INTO ts_key (key) VALUES (?)'),
     blockMeta: db.prepare(
-      'SELECT seg, device_rid AS rid, key_id AS key, n, first_ts AS f, last_ts AS l FROM ts_block',
+      `SELECT seg, device_rid AS rid, key_id AS key, n, first_ts AS f, last_ts AS l,
+         length(data) AS b FROM ts_block`,
     ),
     logAll: db.prepare('SELECT seq, device_rid AS rid, data FROM ts_log ORDER BY seq'),
     clearLog: db.prepare('DELETE FROM ts_log'),
@@ -1007,11 +1038,12 @@ function prepare(db: Db) {
     oldestChunk: db.prepare('SELECT min(chunk) AS c FROM ts_block'),
     oldestChunkOf: db.prepare('SELECT min(chunk) AS c FROM ts_block WHERE device_rid = ?'),
     chunkBlocks: db.prepare(
-      'SELECT seg, device_rid AS rid, key_id AS key, n, first_ts AS f FROM ts_block WHERE chunk = ?',
+      `SELECT seg, device_rid AS rid, key_id AS key, n, first_ts AS f, length(data) AS b
+       FROM ts_block WHERE chunk = ?`,
     ),
     chunkBlocksOf: db.prepare(
-      `SELECT seg, device_rid AS rid, key_id AS key, n, first_ts AS f FROM ts_block
-       WHERE chunk = ? AND device_rid = ?`,
+      `SELECT seg, device_rid AS rid, key_id AS key, n, first_ts AS f, length(data) AS b
+       FROM ts_block WHERE chunk = ? AND device_rid = ?`,
     ),
   };
 }
