@@ -313,7 +313,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 0,
     max: 1e15,
     default: 0,
-    help: 'Ring-buffer bound on the bytes telemetry takes on disk (compressed blocks and log); beyond it the oldest are evicted. 0 = sized to the disk at start: a quarter of the data directory\'s filesystem, at most 80 % of what is free plus what telemetry holds',
+    help: "Ring-buffer bound on the bytes telemetry takes on disk (compressed blocks and log); beyond it the oldest are evicted. 0 = sized to the disk at start: a quarter of the data directory's filesystem, at most 80 % of what is free plus what telemetry holds",
   },
   {
     path: 'telemetry.maxPointsPerDevice',

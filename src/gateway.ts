@@ -428,8 +428,22 @@ export class Gateway implements AsyncDisposable {
     });
     m.gauge({
       name: 'edge_telemetry_staged_points',
-      help: 'Committed points not yet moved into the time-series table',
+      help: 'Committed points in the log, not yet sealed into compressed blocks (the open range)',
       collect: () => s.telemetry.gauges.staged,
+    });
+    m.gauge({
+      name: 'edge_telemetry_bytes',
+      help: 'Bytes telemetry takes (compressed blocks and log), and the byte bound of the ring buffer',
+      labelNames: ['kind'],
+      collect: () => [
+        [{ kind: 'stored' }, s.telemetry.gauges.bytes],
+        [{ kind: 'bound' }, s.telemetry.gauges.maxBytes],
+      ],
+    });
+    m.gauge({
+      name: 'edge_storage_written_bytes_per_point',
+      help: 'Bytes this process wrote to storage since start (/proc/self/io) per telemetry point committed',
+      collect: () => s.telemetry.writeBudget().bytesPerPoint ?? 0,
     });
     m.gauge({
       name: 'edge_ring_evicted_points_total',

@@ -164,7 +164,8 @@ export class TelemetryEvictor {
   #needed(): boolean {
     const { store, maxPoints, maxPointsPerDevice, ttlDays } = this.#deps;
     if (store.totalPoints > maxPoints) return true;
-    if ((this.#deps.maxBytes ?? 0) > 0 && store.totalBytes > (this.#deps.maxBytes ?? 0)) return true;
+    if ((this.#deps.maxBytes ?? 0) > 0 && store.totalBytes > (this.#deps.maxBytes ?? 0))
+      return true;
     if (maxPointsPerDevice > 0 && store.devicesOver(maxPointsPerDevice).length > 0) return true;
     if (ttlDays > 0) {
       const oldest = store.oldestChunk();

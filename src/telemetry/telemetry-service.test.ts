@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { statfsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +16,7 @@ import { EventBus, type GatewayEvents } from '../events.js';
 import { TenantService } from '../tenant/tenant-service.js';
 import { parseDeleteQuery, parseTimeseriesQuery } from './telemetry-query.js';
 import { TelemetryService } from './telemetry-service.js';
-import { CHUNK_MS } from './telemetry-store.js';
+import { BLOCK_OVERHEAD, CHUNK_MS, LOG_OVERHEAD } from './telemetry-store.js';
 
 const log = pino({ level: 'silent' });
 const HOUR = CHUNK_MS;
@@ -973,6 +974,56 @@ describe('log and blocks: commits append to ts_log, seals write compressed block
       assert.equal(staged(f), 0, '... until the flush interval');
       assert.equal(logRows(f), 0);
       assert.equal(f.telemetry.stats.points, 151);
+    } finally {
+      await f.close();
+    }
+  });
+});
+
+describe('byte bound (issue 20)', () => {
+  const counted = (f: Fixture) =>
+    count(
+      f.db,
+      `SELECT (SELECT coalesce(sum(length(data) + ${BLOCK_OVERHEAD}), 0) FROM ts_block)
+        + (SELECT coalesce(sum(length(data) + ${LOG_OVERHEAD}), 0) FROM ts_log) AS n`,
+    );
+
+  it('evicts the oldest blocks once the stored bytes pass --telemetry-max-bytes, counted as eviction does', async () => {
+    const f = await fixture({ maxBytes: 60_000 }, 5000);
+    try {
+      const d = f.device('bytes');
+      // 10 hours x 50 strings of 400 characters: about 200 KB, 500 points (far under maxPoints).
+      for (let h = 0; h < 10; h++) {
+        const pts = Array.from({ length: 50 }, (_, i) => ({
+          ts: T0 + h * HOUR + i * 1000,
+          values: { s: `${h}-${i}-`.padEnd(400, 'x') },
+        }));
+        await f.telemetry.ingest(d, JSON.stringify(pts));
+        assert.equal(f.telemetry.gauges.bytes, counted(f), 'the count matches the tables');
+        f.telemetry.flush();
+        assert.equal(f.telemetry.gauges.bytes, counted(f), 'and after the seal');
+      }
+      f.telemetry.evictNow();
+      const bytes = f.telemetry.gauges.bytes;
+      assert.equal(bytes, counted(f));
+      assert.ok(bytes <= 60_000 && bytes > 40_000, `bytes ${bytes}`);
+      assert.equal(f.telemetry.gauges.maxBytes, 60_000);
+      // The oldest hours went first; the newest is whole.
+      const minTs = count(f.db, 'SELECT min(ts) AS n FROM ts_kv');
+      assert.ok(minTs >= T0 + 6 * HOUR, `oldest left ${(minTs - T0) / HOUR} h`);
+      assert.equal(count(f.db, `SELECT count(*) AS n FROM ts_kv WHERE ts >= ${T0 + 9 * HOUR}`), 50);
+      assert.ok(f.telemetry.stats.evicted > 300);
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('is sized to the disk by default', async () => {
+    const f = await fixture();
+    try {
+      const bound = f.telemetry.gauges.maxBytes;
+      const fs = statfsSync(f.dir);
+      assert.ok(bound > 0 && bound <= (fs.blocks * fs.bsize) / 4, `bound ${bound}`);
     } finally {
       await f.close();
     }

@@ -1,3 +1,5 @@
+import { readFileSync, statfsSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Db } from '../db/open.js';
@@ -50,6 +52,8 @@ export class TelemetryService {
   readonly #deps: TelemetryServiceDeps;
   #store: TelemetryStore | undefined;
   #writer: TelemetryWriter | undefined;
+  #effectiveMaxBytes = 0;
+  readonly #writeBytesAtStart = processWriteBytes();
   #evictor: TelemetryEvictor | undefined;
 
   constructor(deps: TelemetryServiceDeps) {
@@ -66,6 +70,7 @@ export class TelemetryService {
       store,
       log,
       maxPoints: config.maxPoints,
+      maxBytes: this.#maxBytes(store),
       maxPointsPerDevice: config.maxPointsPerDevice,
       ttlDays: config.ttlDays,
       stepPoints: this.#deps.evictStepPoints,
@@ -186,13 +191,54 @@ export class TelemetryService {
   }
 
   /** Counters for metrics, read without moving staged points (unlike `stats`). */
-  get gauges(): { points: number; staged: number; pending: number; evicted: number } {
+  get gauges(): {
+    points: number;
+    staged: number;
+    pending: number;
+    evicted: number;
+    bytes: number;
+    maxBytes: number;
+  } {
     return {
       points: this.#store?.totalPoints ?? 0,
       staged: this.#store?.stagedPoints ?? 0,
       pending: this.#writer?.pending ?? 0,
       evicted: this.#evictor?.evicted ?? 0,
+      bytes: this.#store?.totalBytes ?? 0,
+      maxBytes: this.#effectiveMaxBytes,
     };
+  }
+
+  /**
+   * The write budget: points committed since start and the bytes this process has written to
+   * storage since start (Linux `/proc/self/io` `write_bytes`: the database, its WAL and the
+   * checkpoint worker; logs to a pipe or the journal are not block-device writes). Undefined
+   * bytes where the kernel does not count them.
+   */
+  writeBudget(): { points: number; bytesWritten?: number; bytesPerPoint?: number } {
+    const points = this.#writer?.stats.points ?? 0;
+    const now = processWriteBytes();
+    if (now === undefined || this.#writeBytesAtStart === undefined) return { points };
+    const bytesWritten = now - this.#writeBytesAtStart;
+    return { points, bytesWritten, bytesPerPoint: points > 0 ? bytesWritten / points : undefined };
+  }
+
+  /**
+   * The byte bound: `--telemetry-max-bytes`, or sized to the disk (0): a quarter of the data
+   * directory's filesystem, at most 80 % of its free space plus what telemetry holds already.
+   */
+  #maxBytes(store: TelemetryStore): number {
+    const configured = this.#deps.config.maxBytes ?? 0;
+    if (configured > 0) return (this.#effectiveMaxBytes = configured);
+    try {
+      const fs = statfsSync(dirname(this.#deps.db.name));
+      const total = fs.blocks * fs.bsize;
+      const free = fs.bavail * fs.bsize;
+      this.#effectiveMaxBytes = Math.floor(Math.min(total / 4, 0.8 * (free + store.totalBytes)));
+    } catch {
+      this.#effectiveMaxBytes = 0;
+    }
+    return this.#effectiveMaxBytes;
   }
 
   devicePoints(deviceId: string): number {
@@ -290,6 +336,16 @@ export class TelemetryService {
 
   #now(): number {
     return this.#deps.now?.() ?? Date.now();
+  }
+}
+
+/** Bytes this process has caused to be written to storage (Linux), or undefined. */
+function processWriteBytes(): number | undefined {
+  try {
+    const m = /^write_bytes: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'));
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
   }
 }
 

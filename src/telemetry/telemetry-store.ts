@@ -368,7 +368,8 @@ export class TelemetryStore {
     all.sort((a, b) => a.firstSeq - b.firstSeq);
     let taken = 0;
     let take = 0;
-    while (take < all.length && (take === 0 || taken < maxPoints)) taken += all[take++].points.length;
+    while (take < all.length && (take === 0 || taken < maxPoints))
+      taken += all[take++].points.length;
     const sealing = all.slice(0, take);
     const rest = all.slice(take);
     const seg = this.#nextSeg;
@@ -438,7 +439,16 @@ export class TelemetryStore {
         );
       }
       const data = encodeBlock(run);
-      this.#s.insertBlock.run(seg, rid, keyId, chunk, run.length, run[0].ts, run[run.length - 1].ts, data);
+      this.#s.insertBlock.run(
+        seg,
+        rid,
+        keyId,
+        chunk,
+        run.length,
+        run[0].ts,
+        run[run.length - 1].ts,
+        data,
+      );
       this.#bytes += data.length + BLOCK_OVERHEAD;
       delta += run.length;
       i = j;
@@ -503,7 +513,16 @@ export class TelemetryStore {
     oldBytes: number,
   ): void {
     const data = encodeBlock(points);
-    this.#s.updateBlock.run(points.length, points[0].ts, points[points.length - 1].ts, data, seg, rid, keyId, chunk);
+    this.#s.updateBlock.run(
+      points.length,
+      points[0].ts,
+      points[points.length - 1].ts,
+      data,
+      seg,
+      rid,
+      keyId,
+      chunk,
+    );
     this.#bytes += data.length - oldBytes;
   }
 
@@ -670,7 +689,8 @@ export class TelemetryStore {
       let j = i;
       while (j < points.length && points[j].ts < bEnd) j++;
       const v = aggregateBucket(agg, points, i, j);
-      if (v) out.push({ ts: bStart + Math.floor((bEnd - bStart) / 2), kind: v.kind, value: v.value });
+      if (v)
+        out.push({ ts: bStart + Math.floor((bEnd - bStart) / 2), kind: v.kind, value: v.value });
       i = j;
     }
     return out;
@@ -737,7 +757,10 @@ export class TelemetryStore {
       rid === undefined ? s.chunkBlocks.all(chunk) : s.chunkBlocksOf.all(chunk, rid)
     ) as Array<{ seg: number; rid: number; key: number; n: number; f: number; b: number }>;
     if (rows.length === 0) return 0;
-    const bySeries = new Map<string, { rid: number; key: number; points: number; blocks: typeof rows }>();
+    const bySeries = new Map<
+      string,
+      { rid: number; key: number; points: number; blocks: typeof rows }
+    >();
     for (const r of rows) {
       const id = `${r.rid},${r.key}`;
       let series = bySeries.get(id);

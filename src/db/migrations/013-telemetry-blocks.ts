@@ -67,11 +67,21 @@ export const m013TelemetryBlocks: Migration = {
     let at = { rid: -1, key: -1, chunk: -1 };
     const flush = () => {
       if (run.length === 0) return;
-      insert.run(at.rid, at.key, at.chunk, run.length, run[0].ts, run[run.length - 1].ts, encodeBlock(run));
+      insert.run(
+        at.rid,
+        at.key,
+        at.chunk,
+        run.length,
+        run[0].ts,
+        run[run.length - 1].ts,
+        encodeBlock(run),
+      );
       run = [];
     };
     const rows = db
-      .prepare(`SELECT device_rid AS rid, key_id AS key, ${values} FROM ts_kv ORDER BY device_rid, key_id, ts`)
+      .prepare(
+        `SELECT device_rid AS rid, key_id AS key, ${values} FROM ts_kv ORDER BY device_rid, key_id, ts`,
+      )
       .safeIntegers(true)
       .iterate() as Iterable<{
       rid: bigint;
