@@ -206,12 +206,6 @@ function read64(r: BitReader, n: number): [number, number] {
 }
 
 /** Shifts hi:lo left by `s` (0..63). */
-function shl64(hi: number, lo: number, s: number): [number, number] {
-  if (s === 0) return [hi, lo];
-  if (s >= 32) return [(lo << (s - 32)) >>> 0, 0];
-  return [((hi << s) | (lo >>> (32 - s))) >>> 0, (lo << s) >>> 0];
-}
-
 function shr64(hi: number, lo: number, s: number): [number, number] {
   if (s === 0) return [hi, lo];
   if (s >= 32) return [0, hi >>> (s - 32)];
@@ -340,10 +334,19 @@ function decodeDoubles(r: BitReader, n: number): number[] {
         lead = r.bits(5);
         len = r.bits(6) || 64;
       }
-      const [mh, ml] = read64(r, len);
-      const [xh, xl] = shl64(mh, ml, 64 - lead - len);
-      hi = (hi ^ xh) >>> 0;
-      lo = (lo ^ xl) >>> 0;
+      // The meaningful bits, shifted back into place (no allocation: this is the hot loop).
+      const mh = len > 32 ? r.bits(len - 32) : 0;
+      const ml = r.bits(len > 32 ? 32 : len);
+      const sh = 64 - lead - len;
+      if (sh === 0) {
+        hi = (hi ^ mh) >>> 0;
+        lo = (lo ^ ml) >>> 0;
+      } else if (sh >= 32) {
+        hi = (hi ^ (ml << (sh - 32))) >>> 0;
+      } else {
+        hi = (hi ^ ((mh << sh) | (ml >>> (32 - sh)))) >>> 0;
+        lo = (lo ^ (ml << sh)) >>> 0;
+      }
     }
     u32[HI] = hi;
     u32[LO] = lo;
@@ -429,12 +432,20 @@ export function decodeBlock(buf: Uint8Array): StoredValue[] {
     r.align();
     for (let i = 0; i < n; i++) kinds[i] = KINDS[r.bits(3)];
   } else kinds.fill(KINDS[mode]);
-  const count = (k: TsKind) => kinds.reduce((a, x) => (x === k ? a + 1 : a), 0);
+  const tally = [0, 0, 0, 0, 0];
+  if (mode === MIXED) for (const k of kinds) tally[KIND_CODE[k]]++;
+  else tally[mode] = n;
+  const count = (k: TsKind) => tally[KIND_CODE[k]];
   const values = new Array<TsScalar>(n);
   const nd = count('double');
   if (nd > 0) {
     r.align();
     const d = decodeDoubles(r, nd);
+    if (nd === n) {
+      const out = new Array<StoredValue>(n);
+      for (let i = 0; i < n; i++) out[i] = { ts: ts[i], kind: 'double', value: d[i] };
+      return out;
+    }
     let j = 0;
     for (let i = 0; i < n; i++) if (kinds[i] === 'double') values[i] = d[j++];
   }

@@ -546,18 +546,40 @@ export class TelemetryStore {
     return out;
   }
 
-  /** Every point of one series with startTs <= ts < endTs, ascending, open ones included. */
-  #points(rid: number, keyId: number, startTs: number, endTs: number): StoredValue[] {
-    const blocks = this.#blocks(rid, keyId, startTs, endTs).sort((a, b) => a.first_ts - b.first_ts);
+  /**
+   * Every point of one series with startTs <= ts < endTs, ascending, open ones included. With a
+   * `limit`, blocks are decoded from the `order` end and no further once `limit` points are
+   * certain: what is returned then holds at least the `limit` first (ASC) or last (DESC) points.
+   */
+  #points(
+    rid: number,
+    keyId: number,
+    startTs: number,
+    endTs: number,
+    limit = Number.POSITIVE_INFINITY,
+    order: 'ASC' | 'DESC' = 'ASC',
+  ): StoredValue[] {
+    const blocks = this.#blocks(rid, keyId, startTs, endTs).sort((a, b) =>
+      order === 'ASC' ? a.first_ts - b.first_ts : b.last_ts - a.last_ts,
+    );
     let out: StoredValue[] = [];
     let sorted = true;
     let last = Number.NEGATIVE_INFINITY;
+    // The ts beyond which the blocks decoded so far hold `limit` points (DESC: below which).
+    let bound: number | undefined;
     for (const row of blocks) {
+      if (bound !== undefined && (order === 'ASC' ? row.first_ts > bound : row.last_ts < bound)) {
+        break;
+      }
       for (const p of decodeBlock(row.data)) {
         if (p.ts < startTs || p.ts >= endTs) continue;
         if (p.ts < last) sorted = false;
         last = p.ts;
         out.push(p);
+      }
+      if (out.length >= limit) {
+        const ts = out.map((p) => p.ts).sort((a, b) => a - b);
+        bound = order === 'ASC' ? ts[limit - 1] : ts[ts.length - limit];
       }
     }
     if (!sorted) out.sort((a, b) => a.ts - b.ts);
@@ -657,7 +679,7 @@ export class TelemetryStore {
   ): StoredValue[] {
     const id = this.#keyIds.get(key);
     if (id === undefined) return [];
-    const points = this.#points(rid, id, startTs, endTs);
+    const points = this.#points(rid, id, startTs, endTs, limit, order);
     if (order === 'ASC') return points.slice(0, limit);
     return points.slice(Math.max(0, points.length - limit)).reverse();
   }
@@ -896,22 +918,6 @@ function normalize(kind: TsKind, value: TsScalar): TsScalar {
   return value;
 }
 
-/**
- * Kahan-Babuska-Neumaier summation, as SQLite's sum(), total() and avg() do for floating-point
- * values, so aggregates read the same as they did when SQL computed them.
- */
-function kbnSum(values: readonly number[]): number {
-  let sum = 0;
-  let c = 0;
-  for (const v of values) {
-    const t = sum + v;
-    if (Math.abs(sum) >= Math.abs(v)) c += sum - t + v;
-    else c += v - t + sum;
-    sum = t;
-  }
-  return sum + c;
-}
-
 /** The aggregate of points[i, j) (one bucket), or undefined when it has no value to give. */
 function aggregateBucket(
   agg: Aggregation,
@@ -920,6 +926,35 @@ function aggregateBucket(
   j: number,
 ): { kind: TsKind; value: TsScalar } | undefined {
   if (agg === 'COUNT') return { kind: 'long', value: j - i };
+  if (agg === 'AVG' || agg === 'SUM') {
+    // The usual bucket: numbers only, summed in one pass (KBN as SQLite's total()).
+    let sum = 0;
+    let c = 0;
+    let n = 0;
+    let doubles = 0;
+    let exact = true;
+    for (let k = i; k < j; k++) {
+      const p = points[k];
+      let v: number;
+      if (p.kind === 'double') {
+        v = p.value as number;
+        // SQLite stored NaN as NULL: it never took part in an aggregate.
+        if (Number.isNaN(v)) continue;
+        doubles++;
+      } else if (p.kind === 'long') v = Number(p.value);
+      else continue;
+      n++;
+      const t = sum + v;
+      if (Math.abs(sum) >= Math.abs(v)) c += sum - t + v;
+      else c += v - t + sum;
+      if (!Number.isSafeInteger(t)) exact = false;
+      sum = t;
+    }
+    if (n === 0) return undefined;
+    const total = doubles === 0 && exact ? sum : sum + c;
+    if (agg === 'AVG') return { kind: 'double', value: total / n };
+    return doubles > 0 ? { kind: 'double', value: total } : { kind: 'long', value: total };
+  }
   const doubles: number[] = [];
   const longs: number[] = [];
   const strings: string[] = [];
@@ -934,46 +969,21 @@ function aggregateBucket(
     else if (p.kind === 'bool') bools.push(p.value as boolean);
   }
   const numeric = doubles.length + longs.length;
-  switch (agg) {
-    case 'AVG':
-      if (numeric === 0) return undefined;
-      return { kind: 'double', value: numericSum(doubles, longs) / numeric };
-    case 'SUM':
-      if (numeric === 0) return undefined;
-      return doubles.length > 0
-        ? { kind: 'double', value: numericSum(doubles, longs) }
-        : { kind: 'long', value: numericSum([], longs) };
-    default: {
-      const min = agg === 'MIN';
-      const pick = (a: number, b: number) => (min ? Math.min(a, b) : Math.max(a, b));
-      if (numeric > 0) {
-        const l = longs.length > 0 ? longs.reduce(pick) : undefined;
-        if (doubles.length === 0) return { kind: 'long', value: l as number };
-        const d = doubles.reduce(pick);
-        return { kind: 'double', value: l === undefined ? d : pick(d, l) };
-      }
-      if (strings.length > 0) {
-        return {
-          kind: 'string',
-          value: strings.reduce((a, b) => ((min ? b < a : b > a) ? b : a)),
-        };
-      }
-      if (bools.length > 0) {
-        return { kind: 'bool', value: min ? bools.every(Boolean) : bools.some(Boolean) };
-      }
-      return undefined;
-    }
+  const min = agg === 'MIN';
+  const pick = (a: number, b: number) => (min ? Math.min(a, b) : Math.max(a, b));
+  if (numeric > 0) {
+    const l = longs.length > 0 ? longs.reduce(pick) : undefined;
+    if (doubles.length === 0) return { kind: 'long', value: l as number };
+    const d = doubles.reduce(pick);
+    return { kind: 'double', value: l === undefined ? d : pick(d, l) };
   }
-}
-
-/** Sum of longs (exact while it fits) and doubles (KBN), as SQLite's total() adds them. */
-function numericSum(doubles: readonly number[], longs: readonly number[]): number {
-  if (doubles.length === 0) {
-    let s = 0;
-    for (const v of longs) s += v;
-    if (Number.isSafeInteger(s)) return s;
+  if (strings.length > 0) {
+    return { kind: 'string', value: strings.reduce((a, b) => ((min ? b < a : b > a) ? b : a)) };
   }
-  return kbnSum([...longs, ...doubles]);
+  if (bools.length > 0) {
+    return { kind: 'bool', value: min ? bools.every(Boolean) : bools.some(Boolean) };
+  }
+  return undefined;
 }
 
 /** Rows per multi-row statement: fewer statement calls per row, few statement shapes. */
