@@ -62,7 +62,8 @@ interface BlockRow {
   data: Buffer;
 }
 
-interface ValueRow {
+/** A row of the typed value columns (`ts_kv_latest`, and `ts_kv` before migration 009). */
+export interface ValueRow {
   ts: bigint;
   dbl_v: number | null;
   long_v: bigint | null;
@@ -853,17 +854,7 @@ function registerViews(db: Db, store: TelemetryStore): void {
     columns: ['ts', 'dbl_v', 'long_v', 'bool_v', 'str_v', 'json_v'],
     parameters: ['data'],
     *rows(data: unknown) {
-      for (const p of decodeBlock(data as Uint8Array)) {
-        const v = p.kind === 'bool' ? (p.value ? 1 : 0) : p.value;
-        yield [
-          p.ts,
-          p.kind === 'double' ? v : null,
-          p.kind === 'long' ? v : null,
-          p.kind === 'bool' ? v : null,
-          p.kind === 'string' ? v : null,
-          p.kind === 'json' ? v : null,
-        ];
-      }
+      for (const p of decodeBlock(data as Uint8Array)) yield [p.ts, ...typedColumns(p)];
     },
   });
   db.table('ts_open_points', {
@@ -1005,11 +996,13 @@ function latestSql(n: number): string {
 }
 
 function latestArgs(rid: number, keyId: number, p: StoredValue): unknown[] {
+  return [rid, keyId, p.ts, ...typedColumns(p)];
+}
+
+/** A value spread over the typed columns of the former `ts_kv` (one set, the others NULL). */
+function typedColumns(p: StoredValue): unknown[] {
   const v = p.kind === 'bool' ? (p.value ? 1 : 0) : p.value;
   return [
-    rid,
-    keyId,
-    p.ts,
     p.kind === 'double' ? v : null,
     p.kind === 'long' ? v : null,
     p.kind === 'bool' ? v : null,
@@ -1018,7 +1011,7 @@ function latestArgs(rid: number, keyId: number, p: StoredValue): unknown[] {
   ];
 }
 
-function decode(r: ValueRow): StoredValue {
+export function decode(r: ValueRow): StoredValue {
   const ts = Number(r.ts);
   if (r.dbl_v !== null) return { ts, kind: 'double', value: r.dbl_v };
   if (r.long_v !== null) {

@@ -1,5 +1,5 @@
 import { encodeBlock } from '../../telemetry/telemetry-block.js';
-import type { StoredValue } from '../../telemetry/telemetry-store.js';
+import { decode, type StoredValue, type ValueRow } from '../../telemetry/telemetry-store.js';
 import type { Migration } from '../migrator.js';
 
 const CHUNK_MS = 3_600_000;
@@ -78,39 +78,30 @@ export const m013TelemetryBlocks: Migration = {
       );
       run = [];
     };
-    const rows = db
+    // Pages in primary-key order (a statement cannot stay open while the blocks are inserted).
+    const page = db
       .prepare(
-        `SELECT device_rid AS rid, key_id AS key, ${values} FROM ts_kv ORDER BY device_rid, key_id, ts`,
+        `SELECT device_rid AS rid, key_id AS key, ${values} FROM ts_kv
+         WHERE (device_rid, key_id, ts) > (?, ?, ?) ORDER BY device_rid, key_id, ts LIMIT 50000`,
       )
-      .safeIntegers(true)
-      .iterate() as Iterable<{
-      rid: bigint;
-      key: bigint;
-      ts: bigint;
-      dbl_v: number | null;
-      long_v: bigint | null;
-      bool_v: bigint | null;
-      str_v: string | null;
-      json_v: string | null;
-    }>;
-    for (const r of rows) {
-      const ts = Number(r.ts);
-      const rid = Number(r.rid);
-      const key = Number(r.key);
-      const chunk = Math.floor(ts / CHUNK_MS);
-      if (rid !== at.rid || key !== at.key || chunk !== at.chunk) {
-        flush();
-        at = { rid, key, chunk };
+      .safeIntegers(true);
+    let after: [bigint, bigint, bigint] = [-1n, -1n, -1n];
+    for (;;) {
+      const rows = page.all(...after) as Array<ValueRow & { rid: bigint; key: bigint }>;
+      if (rows.length === 0) break;
+      for (const r of rows) {
+        const v = decode(r);
+        const rid = Number(r.rid);
+        const key = Number(r.key);
+        const chunk = Math.floor(v.ts / CHUNK_MS);
+        if (rid !== at.rid || key !== at.key || chunk !== at.chunk) {
+          flush();
+          at = { rid, key, chunk };
+        }
+        run.push(v);
       }
-      let v: StoredValue;
-      if (r.dbl_v !== null) v = { ts, kind: 'double', value: r.dbl_v };
-      else if (r.long_v !== null) {
-        const n = Number(r.long_v);
-        v = { ts, kind: 'long', value: Number.isSafeInteger(n) ? n : r.long_v };
-      } else if (r.bool_v !== null) v = { ts, kind: 'bool', value: r.bool_v !== 0n };
-      else if (r.str_v !== null) v = { ts, kind: 'string', value: r.str_v };
-      else v = { ts, kind: 'json', value: r.json_v ?? 'null' };
-      run.push(v);
+      const last = rows[rows.length - 1];
+      after = [last.rid, last.key, last.ts];
     }
     flush();
     db.exec(`
