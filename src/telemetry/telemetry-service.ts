@@ -229,7 +229,8 @@ export class TelemetryService {
    */
   #maxBytes(store: TelemetryStore): number {
     const configured = this.#deps.config.maxBytes ?? 0;
-    if (configured > 0) return (this.#effectiveMaxBytes = configured);
+    this.#effectiveMaxBytes = configured;
+    if (configured > 0) return configured;
     try {
       const fs = statfsSync(dirname(this.#deps.db.name));
       const total = fs.blocks * fs.bsize;
