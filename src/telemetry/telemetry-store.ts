@@ -62,7 +62,7 @@ interface BlockRow {
   data: Buffer;
 }
 
-/** A row of the typed value columns (`ts_kv_latest`, and `ts_kv` before migration 011). */
+/** A row of the typed value columns (`ts_kv_latest`, and `ts_kv` before migration 013). */
 export interface ValueRow {
   ts: bigint;
   dbl_v: number | null;

@@ -12,11 +12,15 @@ import { MIGRATIONS } from './index.js';
 const log = pino({ level: 'silent' });
 const HOUR = 3_600_000;
 
-it('migration 011 turns ts_kv and the stage table into blocks, the last write winning', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'edge-m009-'));
+it('migration 013 turns ts_kv and the stage table into blocks, the last write winning', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'edge-m013-'));
   const db = openDb({ dataDir: dir, durability: 'normal' });
   try {
-    migrate(db, MIGRATIONS.slice(0, 10), log);
+    migrate(
+      db,
+      MIGRATIONS.filter((m) => m.version < 13),
+      log,
+    );
     db.exec(`
       INSERT INTO ts_key (id, key) VALUES (1, 'a'), (2, 'b');
       INSERT INTO ts_kv (device_rid, key_id, ts, dbl_v, long_v, str_v) VALUES
