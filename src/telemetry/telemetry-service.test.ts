@@ -15,7 +15,7 @@ import { ValidationError } from '../errors.js';
 import { EventBus, type GatewayEvents } from '../events.js';
 import { TenantService } from '../tenant/tenant-service.js';
 import { parseDeleteQuery, parseTimeseriesQuery } from './telemetry-query.js';
-import { TelemetryService } from './telemetry-service.js';
+import { TelemetryService, type TelemetryServiceDeps } from './telemetry-service.js';
 import { BLOCK_OVERHEAD, CHUNK_MS, LOG_OVERHEAD } from './telemetry-store.js';
 
 const log = pino({ level: 'silent' });
@@ -37,6 +37,7 @@ interface Fixture {
 async function fixture(
   cfg: Partial<Config['telemetry']> = {},
   evictStepPoints = 7,
+  inCommit?: TelemetryServiceDeps['inCommit'],
 ): Promise<Fixture> {
   const dir = await mkdtemp(join(tmpdir(), 'edge-telemetry-'));
   const now = { value: T0 + 10 * HOUR };
@@ -67,6 +68,7 @@ async function fixture(
       config,
       now: () => now.value,
       evictStepPoints,
+      inCommit,
     });
     telemetry.start();
     Object.assign(f, { db, bus, devices, telemetry });
@@ -974,6 +976,36 @@ describe('log and blocks: commits append to ts_log, seals write compressed block
       assert.equal(staged(f), 0, '... until the flush interval');
       assert.equal(logRows(f), 0);
       assert.equal(f.telemetry.stats.points, 151);
+    } finally {
+      await f.close();
+    }
+  });
+});
+
+describe('the commit hook (inCommit)', () => {
+  it('writes in the commit of the points: both are stored, or neither and the callers are rejected', async () => {
+    let fail = false;
+    const f: Fixture = await fixture({}, 7, (items) => {
+      if (fail) throw new Error('outbox full');
+      const insert = f.db.prepare('INSERT INTO outbox (device_id, points) VALUES (?, ?)');
+      for (const i of items) insert.run(i.deviceId, i.points.length);
+    });
+    try {
+      f.db.exec('CREATE TABLE outbox (device_id TEXT NOT NULL, points INTEGER NOT NULL)');
+      const d = f.device('hook');
+      assert.equal(await f.telemetry.ingest(d, '{"a":1,"b":2}', T0), 2);
+      assert.deepEqual(f.db.prepare('SELECT device_id, points FROM outbox').all(), [
+        { device_id: d.id, points: 2 },
+      ]);
+      fail = true;
+      await assert.rejects(f.telemetry.ingest(d, '{"a":3}', T0 + 1000), /outbox full/);
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM outbox'), 1);
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM ts_log'), 1);
+      const latest = f.telemetry.query(d.id, { mode: 'latest', keys: ['a'], strict: true });
+      assert.equal(latest.a[0].value, 1);
+      fail = false;
+      assert.equal(await f.telemetry.ingest(d, '{"a":4}', T0 + 2000), 1);
+      assert.equal(count(f.db, 'SELECT count(*) AS n FROM outbox'), 2);
     } finally {
       await f.close();
     }

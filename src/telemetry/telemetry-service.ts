@@ -36,6 +36,11 @@ export interface TelemetryServiceDeps {
   readonly evictStepPoints?: number;
   /** Each group commit's duration and outcome (metrics, health). */
   readonly onCommitTiming?: (ms: number, ok: boolean) => void;
+  /**
+   * Runs inside each group commit's transaction with the committed points (TelemetryWriter's
+   * `inCommit`): rows that must survive with their cause (an upstream outbox) are written here.
+   */
+  readonly inCommit?: (items: readonly CommittedItem[]) => void;
 }
 
 /** `{"key": [{"ts": .., "value": ..}, ...]}`, the REST shape of ThingsBoard. */
@@ -96,6 +101,7 @@ export class TelemetryService {
         Math.max(5_000, Math.floor(config.maxPoints / 20)),
       ),
       onCommitTiming: this.#deps.onCommitTiming,
+      inCommit: this.#deps.inCommit,
       onCommit: (items) => {
         this.#emit(items);
         evictor.kick();

@@ -244,9 +244,21 @@ export class TelemetryStore {
    * Commits the points of one batch in one transaction: one log row per item (a compact record,
    * no index), nothing else unless a key is new. Returns the devices whose points were dropped
    * because the device no longer exists.
+   *
+   * `inCommit` runs inside the same transaction, after the log rows, with the items kept (those
+   * of live devices): what it writes commits with the points or not at all, and if it throws
+   * the whole commit rolls back (docs/telemetry.md, "The commit's transaction").
    */
-  write(items: readonly WriteItem[]): { dropped: ReadonlySet<number> } {
-    const out: CommitOut = { newKeys: [], dropped: new Set(), rows: [] };
+  write<T extends WriteItem>(
+    items: readonly T[],
+    inCommit?: (kept: readonly T[]) => void,
+  ): { dropped: ReadonlySet<number> } {
+    const out: CommitOut = {
+      newKeys: [],
+      dropped: new Set(),
+      rows: [],
+      inCommit: inCommit as CommitOut['inCommit'],
+    };
     try {
       this.#commit(items, out);
     } catch (err) {
@@ -298,6 +310,7 @@ export class TelemetryStore {
       }
       p += g;
     }
+    out.inCommit?.(out.dropped.size > 0 ? items.filter((i) => !out.dropped.has(i.rid)) : items);
   }
 
   /** Adds committed log points to the open range (arrival order kept per series). */
@@ -880,6 +893,8 @@ interface CommitOut {
   readonly dropped: Set<number>;
   /** The committed log rows: device, seq, points, bytes counted. */
   readonly rows: Array<[number, number, LogPoint[], number]>;
+  /** Runs last inside the commit's transaction (`TelemetryStore.write`). */
+  readonly inCommit?: (kept: readonly WriteItem[]) => void;
 }
 
 /** Points sorted by ts (stable), one per ts: the last written wins. */

@@ -29,6 +29,13 @@ export interface TelemetryWriterDeps {
   readonly openMaxPoints?: number;
   /** Points sealed per turn of the event loop (default 20,000: a short pause for commits). */
   readonly sealSlicePoints?: number;
+  /**
+   * Runs inside each commit's transaction, after the points, with the items kept (arrival
+   * order). Rows it writes (an outbox) commit with the points or not at all; if it throws, the
+   * batch is rolled back and every caller rejected. Keep it short and synchronous: every
+   * acknowledgement of the batch waits for it.
+   */
+  readonly inCommit?: (items: readonly CommittedItem[]) => void;
   /** Called after each commit with the committed items, in arrival order. */
   readonly onCommit?: (items: readonly CommittedItem[]) => void;
   /** Called after each commit attempt with its duration and outcome (metrics, health). */
@@ -171,7 +178,7 @@ export class TelemetryWriter {
     let dropped: ReadonlySet<number>;
     const started = performance.now();
     try {
-      dropped = this.#deps.store.write(batch).dropped;
+      dropped = this.#deps.store.write(batch, this.#deps.inCommit).dropped;
     } catch (err) {
       this.#deps.onCommitTiming?.(performance.now() - started, false);
       const full = (err as { code?: unknown }).code === 'SQLITE_FULL';
