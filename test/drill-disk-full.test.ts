@@ -92,9 +92,26 @@ describe('fault drill: disk full', () => {
     await gone;
     mqtt.end(true);
 
-    // Reads and the page are still served. @TODO: telemetry reads move staged points first (a
-    // write) and answer 507 until space returns; the telemetry store rewrite (issue 19) reads
-    // without writing.
+    // Reads and the page are still served; telemetry reads write nothing (the open range is
+    // read from memory), so history and latest values are answered too.
+    const fullHistory = await t.api(
+      `/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=n&startTs=0&endTs=${Date.now() + 60_000}&limit=100000`,
+      { token: admin },
+    );
+    assert.equal(fullHistory.status, 200);
+    const seen = ((await fullHistory.json()) as { n: Array<{ value: string }> }).n.map((p) =>
+      Number(p.value),
+    );
+    for (const i of acked) assert.ok(seen.includes(i), `acknowledged point ${i} not read`);
+    const fullLatest = await t.api(
+      `/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=n`,
+      { token: admin },
+    );
+    assert.equal(fullLatest.status, 200);
+    assert.equal(
+      Number(((await fullLatest.json()) as { n: Array<{ value: string }> }).n[0].value),
+      Math.max(...acked),
+    );
     const attrs = await t.api(
       `/api/plugins/telemetry/DEVICE/${dev.id}/values/attributes/SHARED_SCOPE`,
       { token: admin },
