@@ -409,7 +409,7 @@ export class Gateway implements AsyncDisposable {
     });
     m.gauge({
       name: 'edge_telemetry_points',
-      help: 'Telemetry points stored (the ring buffer), staged ones included',
+      help: 'Telemetry points stored (the ring buffer), open ones (in the log, not yet sealed) included',
       collect: () => s.telemetry.gauges.points,
     });
     m.gauge({
