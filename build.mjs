@@ -2,10 +2,11 @@
 // Native addons stay external: Node resolves them from node_modules beside the project at run
 // time, so `node dist/edge-gateway.mjs` works from any working directory on this machine.
 import { execFileSync } from 'node:child_process';
-import { copyFile, mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
+import { buildUi } from './scripts/build-ui.mjs';
 
 const root = dirname(fileURLToPath(import.meta.url));
 const out = join(root, 'dist');
@@ -73,18 +74,5 @@ await esbuild.build({
   },
 });
 
-await esbuild.build({
-  entryPoints: [join(root, 'ui/main.tsx')],
-  outfile: join(out, 'ui/app.js'),
-  bundle: true,
-  platform: 'browser',
-  target: 'es2020',
-  format: 'esm',
-  minify: true,
-  jsx: 'automatic',
-  jsxImportSource: 'preact',
-  logLevel: 'warning',
-});
-await copyFile(join(root, 'ui/index.html'), join(out, 'ui/index.html'));
-await copyFile(join(root, 'ui/style.css'), join(out, 'ui/style.css'));
+await buildUi(root, join(out, 'ui'));
 console.log('built dist/edge-gateway.mjs and dist/ui/');

@@ -1,97 +1,186 @@
-import { render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { type ComponentType, render } from 'preact';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { api, errorText, session, type User } from './lib/api.js';
+import { Ctx } from './lib/app-context.js';
+import { LiveClient, type LiveState } from './lib/live.js';
+import { Link, match, navigate, useLocation } from './lib/router.js';
 
-/** Minimal page: sign in, then list devices. The full UI is its own issue. */
+/**
+ * The shell: sign-in, navigation, and the routes. Every page beyond sign-in is its own chunk,
+ * loaded when first opened (the initial load stays small: build-ui.mjs checks the budget).
+ */
 
-interface Device {
-  id: { id: string };
-  name: string;
-  type: string;
-  createdTime: number;
+type PageProps = { params: Record<string, string> };
+type Loader = () => Promise<ComponentType<PageProps>>;
+
+const ROUTES: Array<{ path: string; load: Loader }> = [
+  { path: '/devices', load: () => import('./pages/devices.js').then((m) => m.DevicesPage) },
+  { path: '/devices/:id', load: () => import('./pages/device.js').then((m) => m.DevicePage) },
+  { path: '/alarms', load: () => import('./pages/alarms.js').then((m) => m.AlarmsPage) },
+];
+
+const loaded = new Map<Loader, ComponentType<PageProps>>();
+
+/** Renders a lazily loaded page; keeps loaded pages so going back is instant. */
+function Lazy(props: { load: Loader; params: Record<string, string> }) {
+  const [Page, setPage] = useState(() => loaded.get(props.load));
+  const [error, setError] = useState('');
+  useEffect(() => {
+    if (loaded.has(props.load)) {
+      setPage(() => loaded.get(props.load));
+      return;
+    }
+    setPage(undefined);
+    props
+      .load()
+      .then((p) => {
+        loaded.set(props.load, p);
+        setPage(() => p);
+      })
+      .catch((err: unknown) => setError(`Could not load the page: ${errorText(err)}`));
+  }, [props.load]);
+  if (error)
+    return (
+      <p role="alert" class="error">
+        {error}
+      </p>
+    );
+  if (!Page) return <p aria-busy="true">Loading…</p>;
+  return <Page params={props.params} />;
 }
 
-function Login(props: { onToken: (t: string) => void }) {
+function Login() {
   const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
   const submit = async (e: Event) => {
     e.preventDefault();
     const form = new FormData(e.currentTarget as HTMLFormElement);
-    const res = await fetch('/api/auth/login', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ username: form.get('username'), password: form.get('password') }),
-    });
-    const body = await res.json();
-    if (res.ok) props.onToken(body.token);
-    else setError(body.message ?? `Login failed (${res.status})`);
+    setBusy(true);
+    try {
+      const body = await api<{ token: string; refreshToken: string }>('/api/auth/login', {
+        body: { username: form.get('username'), password: form.get('password') },
+      });
+      session.set(body.token, body.refreshToken);
+    } catch (err) {
+      setError(errorText(err));
+    } finally {
+      setBusy(false);
+    }
   };
   return (
-    <form onSubmit={submit}>
-      <h2>Sign in</h2>
-      <input name="username" placeholder="Email" autocomplete="username" />
-      <input
-        name="password"
-        type="password"
-        placeholder="Password"
-        autocomplete="current-password"
-      />
-      <button type="submit">Sign in</button>
-      {error && <p class="error">{error}</p>}
-    </form>
+    <main class="narrow">
+      <form onSubmit={submit} class="card stack">
+        <h1>Sign in</h1>
+        <label>
+          Email
+          <input name="username" type="email" autocomplete="username" required />
+        </label>
+        <label>
+          Password
+          <input name="password" type="password" autocomplete="current-password" required />
+        </label>
+        <button type="submit" class="primary" disabled={busy}>
+          Sign in
+        </button>
+        {error && (
+          <p role="alert" class="error">
+            {error}
+          </p>
+        )}
+      </form>
+    </main>
   );
 }
 
-function Devices(props: { token: string }) {
-  const [devices, setDevices] = useState<Device[]>([]);
-  useEffect(() => {
-    void fetch('/api/tenant/devices?pageSize=100&page=0&sortProperty=name', {
-      headers: { 'X-Authorization': `Bearer ${props.token}` },
-    })
-      .then((r) => r.json())
-      .then((p: { data: Device[] }) => setDevices(p.data ?? []))
-      // A failed list leaves the table empty; the next sign-in retries.
-      .catch(() => setDevices([]));
-  }, [props.token]);
+function Nav(props: { user: User; path: string; live: LiveState }) {
+  const items: Array<[string, string]> = [
+    ['/devices', 'Devices'],
+    ['/alarms', 'Alarms'],
+  ];
+  const signOut = () => {
+    void api('/api/auth/logout', { method: 'POST' }).catch(() => undefined);
+    session.clear();
+    navigate('/', true);
+  };
   return (
-    <table>
-      <thead>
-        <tr>
-          <th>Name</th>
-          <th>Profile</th>
-          <th>Created</th>
-        </tr>
-      </thead>
-      <tbody>
-        {devices.map((d) => (
-          <tr key={d.id.id}>
-            <td>{d.name}</td>
-            <td>{d.type}</td>
-            <td>{new Date(d.createdTime).toLocaleString()}</td>
-          </tr>
+    <header class="top">
+      <strong class="brand">edge-gateway</strong>
+      <nav aria-label="Main">
+        {items.map(([href, label]) => (
+          <Link
+            key={href}
+            href={href}
+            aria-current={props.path.startsWith(href) ? 'page' : undefined}
+          >
+            {label}
+          </Link>
         ))}
-      </tbody>
-    </table>
+      </nav>
+      <span class="who">
+        <span class={`dot ${props.live}`} title={`Live data: ${props.live}`} />
+        <span class="email">{props.user.email}</span>
+        <button type="button" onClick={signOut}>
+          Sign out
+        </button>
+      </span>
+    </header>
+  );
+}
+
+function Shell(props: { user: User }) {
+  const { path } = useLocation();
+  const live = useMemo(() => new LiveClient(), []);
+  const [liveState, setLiveState] = useState(live.state);
+  useEffect(() => {
+    const off = live.onState(setLiveState);
+    return () => {
+      off();
+      live.stop();
+    };
+  }, [live]);
+  useEffect(() => {
+    if (path === '/' || path.startsWith('/login')) navigate('/devices', true);
+  }, [path]);
+  let page = <p>Not found.</p>;
+  for (const r of ROUTES) {
+    const params = match(r.path, path);
+    if (params) {
+      page = <Lazy key={r.path} load={r.load} params={params} />;
+      break;
+    }
+  }
+  return (
+    <Ctx.Provider value={{ user: props.user, live }}>
+      <Nav user={props.user} path={path} live={liveState} />
+      <main id="main">{page}</main>
+    </Ctx.Provider>
   );
 }
 
 function App() {
-  const [token, setToken] = useState(() => sessionStorage.getItem('token') ?? '');
-  const keep = (t: string) => {
-    sessionStorage.setItem('token', t);
-    setToken(t);
-  };
-  return (
-    <>
-      <header>
-        <strong>edge-gateway</strong>
-        {token && (
-          <button type="button" onClick={() => keep('')}>
-            Sign out
-          </button>
-        )}
-      </header>
-      <main>{token ? <Devices token={token} /> : <Login onToken={keep} />}</main>
-    </>
-  );
+  const [token, setToken] = useState(session.token());
+  const [user, setUser] = useState<User | null>(null);
+  const [error, setError] = useState('');
+  useEffect(() => session.onChange(() => setToken(session.token())), []);
+  const signedIn = token !== '';
+  useEffect(() => {
+    setUser(null);
+    setError('');
+    if (!signedIn) return;
+    api<User>('/api/auth/user')
+      .then(setUser)
+      .catch((err: unknown) => setError(errorText(err)));
+  }, [signedIn]);
+  if (!token) return <Login />;
+  if (!user)
+    return error ? (
+      <p role="alert" class="error">
+        {error}
+      </p>
+    ) : (
+      <p aria-busy="true">Loading…</p>
+    );
+  return <Shell key={user.id.id} user={user} />;
 }
 
 const root = document.getElementById('app');
