@@ -30,6 +30,7 @@ import { DB_FILE, type Db, openDb } from './db/open.js';
 import { ActivityService } from './devices/activity-service.js';
 import { DeviceProfileService } from './devices/device-profile-service.js';
 import { DeviceService } from './devices/device-service.js';
+import { ProfileTransports } from './devices/profile-transports.js';
 import { EventBus } from './events.js';
 import { GroupService } from './groups/group-service.js';
 import { createLoggers, type Loggers } from './logger.js';
@@ -519,6 +520,8 @@ export interface Services {
   readonly users: UserService;
   readonly auth: AuthService;
   readonly profiles: DeviceProfileService;
+  /** Each profile's compiled transport settings (issue 21). */
+  readonly profileTransports: ProfileTransports;
   readonly devices: DeviceService;
   readonly attributes: AttributeService;
   readonly rpc: RpcService;
@@ -587,6 +590,8 @@ async function buildServices(
   const otaRemove = (profileId: string) => ota.deleteOfProfile(profileId);
   const profiles = new DeviceProfileService({ db, tenants, bus, otaCheck, otaRemove });
   profiles.init();
+  const profileTransports = new ProfileTransports({ profiles, bus, log: loggers.gateway });
+  profileTransports.start();
   const devices = new DeviceService({
     db,
     tenants,
@@ -780,6 +785,7 @@ async function buildServices(
     auth,
     deviceAuth: deviceAuthThrottle,
     profiles,
+    profileTransports,
     devices,
     attributes,
     rpc,
@@ -841,6 +847,7 @@ async function stopServices(s: Services): Promise<void> {
   s.messages.stop();
   // Last: telemetry and attributes committed on stop are still evaluated, then states written.
   s.alarmEngine.stop();
+  s.profileTransports.stop();
 }
 
 /** Ends device long polls and REST calls waiting on a device, before the listeners close. */

@@ -14,6 +14,7 @@ import { NotFoundError, ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { TenantService } from '../tenant/tenant-service.js';
 import { type DeviceProfileAlarm, deviceProfileAlarmsSchema } from './alarm-rule-schema.js';
+import { compileTransportConfiguration, type TransportType } from './transport-config.js';
 
 export const DEFAULT_PROFILE_NAME = 'Default';
 
@@ -310,6 +311,23 @@ export class DeviceProfileService {
     if (sameKey && sameKey.id !== id)
       throw new ValidationError('Device profile with such provision device key already exists!');
 
+    // Issue 21: the transport configuration is validated (schemas compiled) before anything is saved.
+    const rawTransport = (input.profileData as { transportConfiguration?: unknown } | undefined)
+      ?.transportConfiguration;
+    const transportType = (input.transportType ??
+      (rawTransport as { type?: TransportType } | null | undefined)?.type ??
+      'DEFAULT') as TransportType;
+    const transport = compileTransportConfiguration(rawTransport, transportType);
+    if (
+      existing &&
+      existing.transport_type !== transportType &&
+      (this.#deviceCount.get(id)?.n ?? 0) > 0
+    ) {
+      throw new ValidationError(
+        "Can't change device profile transport type because devices referenced it!",
+      );
+    }
+
     const firmwareId = input.firmwareId?.id.toLowerCase() ?? null;
     const softwareId = input.softwareId?.id.toLowerCase() ?? null;
     for (const [kind, pkg] of [
@@ -325,6 +343,7 @@ export class DeviceProfileService {
     const profileData = {
       ...defaultProfileData(),
       ...restData,
+      transportConfiguration: transport.json,
       provisionConfiguration: { type },
     };
     const row: ProfileRow = {
@@ -333,7 +352,7 @@ export class DeviceProfileService {
       name: input.name,
       description: input.description ?? null,
       type: input.type ?? 'DEFAULT',
-      transport_type: input.transportType ?? 'DEFAULT',
+      transport_type: transportType,
       provision_type: type as ProvisionType,
       provision_device_key: key,
       provision_device_secret: secret,

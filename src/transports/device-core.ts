@@ -2,6 +2,7 @@ import type { AttributeService } from '../attributes/attribute-service.js';
 import type { DeviceAuthThrottle } from '../auth/device-auth-throttle.js';
 import type { ClaimService } from '../claims/claim-service.js';
 import type { ActivityService } from '../devices/activity-service.js';
+import type { ProfileTransports } from '../devices/profile-transports.js';
 import type { DeviceMessageService } from '../messages/device-message-service.js';
 import type { OtaService } from '../ota/ota-service.js';
 import type { ProvisionService } from '../provisioning/provision-service.js';
@@ -29,6 +30,8 @@ export interface DeviceCore {
    * each becomes a message for the processing entry point once committed.
    */
   readonly messages: DeviceMessageService;
+  /** Each device profile's transport settings: topics, payload format, Sparkplug (issue 21). */
+  readonly profileTransports: ProfileTransports;
   /** Failed MQTT/CoAP authentications per source address (issue 20). */
   readonly deviceAuth: DeviceAuthThrottle;
 }

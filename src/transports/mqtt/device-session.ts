@@ -6,12 +6,13 @@ import { parseJsonPayload as parseJson } from '../../common/json-payload.js';
 import { DEVICE_LIMITS, nonNegativeInt } from '../../common/limits.js';
 import type { Subscription } from '../../common/subscriptions.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
+import type { TransportSettings } from '../../devices/transport-config.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
 import type { DeviceMessageService } from '../../messages/device-message-service.js';
 import type { OtaType } from '../../ota/ota-service.js';
 import type { DeviceCore } from '../device-core.js';
 import { GatewaySession } from './gateway-session.js';
-import { GATEWAY_TOPIC, OTA_TOPIC, otaRequest, TOPIC } from './topics.js';
+import { GATEWAY_TOPIC, maySubscribe, OTA_TOPIC, otaRequest, TOPIC } from './topics.js';
 
 /** Sends one PUBLISH to this session's client (QoS 0 or 1, never retained). */
 export type Send = (topic: string, payload: string | Buffer, qos: 0 | 1) => Promise<void>;
@@ -40,6 +41,11 @@ export class DeviceSession {
   #closed = false;
   /** The gateway API of a device flagged as a gateway (reference §9); absent otherwise. */
   readonly #gateway: GatewaySession | undefined;
+  /**
+   * The device profile's transport settings when the session opened (issue 21): a change of
+   * them closes the session (MqttServer), so the device reconnects under the new rules.
+   */
+  readonly settings: TransportSettings;
 
   constructor(
     readonly device: DeviceIdentity,
@@ -49,6 +55,18 @@ export class DeviceSession {
     private readonly log: Logger,
   ) {
     if (device.isGateway) this.#gateway = new GatewaySession(device, core, devices, send, log);
+    this.settings = core.profileTransports.settings(device.profileId);
+  }
+
+  /**
+   * Whether a SUBSCRIBE filter is granted (reference §11): the fixed filters, and any filter
+   * that the profile's `deviceAttributesSubscribeTopic` matches (transport-profiles.md §2.1).
+   */
+  maySubscribe(filter: string): boolean {
+    return (
+      maySubscribe('device', filter, this.device.isGateway) ||
+      this.settings.attributesSubscribeTopic.matches(filter)
+    );
   }
 
   /** Handles a device PUBLISH; resolves after the data is committed. Throws ValidationError on bad input. */
@@ -56,12 +74,15 @@ export class DeviceSession {
     const { core, device } = this;
     if (this.#gateway && topic.startsWith(GATEWAY_TOPIC.prefix))
       return await this.#gateway.publish(topic, payload);
-    if (topic === TOPIC.telemetry) {
-      await core.messages.postTelemetry(device, payload);
+    // transport-profiles.md §2.1: the profile's attribute filter, then its telemetry filter
+    // (the v1 topics by default), then the fixed topics.
+    const { settings } = this;
+    if (settings.attributesTopic.matches(topic)) {
+      core.messages.postAttributes(device, payload);
       return 'handled';
     }
-    if (topic === TOPIC.attributes) {
-      core.messages.postAttributes(device, payload);
+    if (settings.telemetryTopic.matches(topic)) {
+      await core.messages.postTelemetry(device, payload);
       return 'handled';
     }
     if (topic.startsWith(TOPIC.attributesRequestPrefix)) {
@@ -109,7 +130,8 @@ export class DeviceSession {
       return;
     }
     const { core, device } = this;
-    if (filter === TOPIC.attributes) {
+    if (filter === TOPIC.attributes || this.settings.attributesSubscribeTopic.matches(filter)) {
+      // §2.1: updates go out on the v1 topic, whatever filter asked for them.
       this.#subs.set(
         filter,
         core.attributes.subscribe(device.id, (update) => {

@@ -7,6 +7,7 @@ import { Aedes, type AuthenticateError, type Client, type PublishPacket } from '
 import type { Logger } from 'pino';
 import { createWebSocketStream, WebSocketServer } from 'ws';
 import type { DeviceService, MqttAuthResult } from '../../devices/device-service.js';
+import type { TransportChange } from '../../devices/profile-transports.js';
 import { fromStorageError, GatewayError, ValidationError } from '../../errors.js';
 import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
@@ -41,6 +42,8 @@ const BAD_USERNAME_OR_PASSWORD = 4;
 const NOT_AUTHORIZED = 5;
 // MQTT 5 §3.14.2.1 DISCONNECT reason code 0x8E: session taken over.
 const SESSION_TAKEN_OVER = 0x8e;
+// MQTT 5 §3.14.2.1 DISCONNECT reason code 0x98: administrative action.
+const ADMINISTRATIVE_ACTION = 0x98;
 // MQTT 5 §2.4 reason code 0x99: payload format invalid.
 const PAYLOAD_FORMAT_INVALID = 0x99;
 // MQTT 3.1.1 §3.4.1 / MQTT 5 §3.4.1: PUBACK fixed header (type 4, no flags).
@@ -97,6 +100,7 @@ export class MqttServer {
   #delayed = 0;
   /** One connection per device: a newer one takes over (reference §8.5). */
   readonly #byDevice = new Map<string, Client>();
+  #unwatch: (() => void) | undefined;
 
   constructor(private readonly deps: MqttServerDeps) {}
 
@@ -179,11 +183,11 @@ export class MqttServer {
       },
       authorizeSubscribe: (client, sub, callback) => {
         const session = this.#sessions.get(client);
-        const device = session instanceof DeviceSession ? session.device : undefined;
-        if (
-          !session ||
-          !maySubscribe(device ? 'device' : 'provision', sub.topic, device?.isGateway)
-        ) {
+        const granted =
+          session instanceof DeviceSession
+            ? session.maySubscribe(sub.topic)
+            : session !== undefined && maySubscribe('provision', sub.topic);
+        if (!granted) {
           log.info({ clientId: client.id, topic: sub.topic }, 'mqtt subscribe refused');
           callback(null, null);
           return;
@@ -215,6 +219,7 @@ export class MqttServer {
       log.debug({ clientId: client?.id, err }, 'mqtt connection error'),
     );
     this.#broker = broker;
+    this.#unwatch = this.deps.core.profileTransports.onChange((change) => this.#reconnect(change));
     const handle = (conn: Parameters<Aedes['handle']>[0], req?: IncomingMessage) => {
       const client = broker.handle(conn, req as Parameters<Aedes['handle']>[1]);
       markIllFormedStrings((client as unknown as { _parser: unknown })._parser);
@@ -287,9 +292,14 @@ export class MqttServer {
           'mqtt publish failed',
         );
       }
-      if (invalid && client.version === 5 && packet.qos === 1 && packet.messageId !== undefined) {
-        // Aedes would answer 0x87; write the PUBACK here.
-        client.conn.write(puback(packet.messageId, PAYLOAD_FORMAT_INVALID));
+      // The profile's `sendAckOnValidationException` keeps MQTT 3.1.1 sessions too (issue 21).
+      const ackInvalid =
+        client.version === 5 ||
+        (session instanceof DeviceSession && session.settings.sendAckOnValidationException);
+      if (invalid && ackInvalid && packet.qos === 1 && packet.messageId !== undefined) {
+        // Aedes would answer 0x87; write the PUBACK here (3.1.1 has no reason code).
+        const v5 = client.version === 5;
+        client.conn.write(puback(packet.messageId, v5 ? PAYLOAD_FORMAT_INVALID : undefined));
         return true;
       }
       throw err;
@@ -342,6 +352,31 @@ export class MqttServer {
     if (this.#byDevice.get(session.device.id) === client) this.#byDevice.delete(session.device.id);
   }
 
+  /**
+   * A profile's transport settings changed, or a device moved to another profile (issue 21):
+   * its sessions are closed (MQTT 5: DISCONNECT 0x98 administrative action) and the devices
+   * reconnect under the new rules. ThingsBoard swaps the settings of live sessions instead
+   * (transport-profiles.md §2.5); closing is simpler to reason about and lets a device with a
+   * new topic filter or Sparkplug setting start clean.
+   */
+  #reconnect(change: TransportChange): void {
+    for (const [deviceId, client] of this.#byDevice) {
+      const session = this.#sessions.get(client);
+      if (!(session instanceof DeviceSession)) continue;
+      const stale =
+        change.kind === 'profile'
+          ? session.device.profileId === change.profileId
+          : deviceId === change.deviceId && session.device.profileId !== change.profileId;
+      if (!stale) continue;
+      this.deps.log.info({ deviceId, change: change.kind }, 'mqtt session closed: profile changed');
+      const c = client as Client & {
+        disconnect?: (opts: { reasonCode: number }, done?: () => void) => void;
+      };
+      if (client.version === 5 && c.disconnect) c.disconnect({ reasonCode: ADMINISTRATIVE_ACTION });
+      else client.close();
+    }
+  }
+
   /** Open MQTT connections (TCP, TLS and WebSocket), authenticated or not yet. */
   get connections(): number {
     return this.#broker?.connectedClients ?? 0;
@@ -363,6 +398,8 @@ export class MqttServer {
   async stop(): Promise<void> {
     const servers = [this.#server, this.#tlsServer].filter((s) => s !== undefined);
     const broker = this.#broker;
+    this.#unwatch?.();
+    this.#unwatch = undefined;
     this.#server = undefined;
     this.#tlsServer = undefined;
     this.#broker = undefined;
