@@ -77,6 +77,12 @@ export interface Config {
     readonly scriptMemoryMb: number;
   };
   readonly alarms: { readonly retentionDays: number; readonly maxCount: number };
+  /** The live WebSocket API (`/api/ws`, docs/websocket.md). */
+  readonly ws: {
+    readonly maxPendingBytes: number;
+    readonly pingIntervalSec: number;
+    readonly maxSubscriptionsPerSession: number;
+  };
 }
 
 /** Secrets never live in the config file or the frozen Config that is logged. */
@@ -569,6 +575,33 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 1024,
     default: 8,
     help: 'Memory limit of each rule-node script sandbox, in MiB',
+  },
+  {
+    path: 'ws.maxPendingBytes',
+    env: 'EDGE_WS_MAX_PENDING_BYTES',
+    type: 'int',
+    min: 4096,
+    max: 256 * 1024 * 1024,
+    default: 1024 * 1024,
+    help: 'Updates one WebSocket may have waiting to be sent; a client that falls further behind is closed (1008)',
+  },
+  {
+    path: 'ws.pingIntervalSec',
+    env: 'EDGE_WS_PING_INTERVAL_SEC',
+    type: 'int',
+    min: 1,
+    max: 3600,
+    default: 10,
+    help: 'WebSocket pings this often; a client that misses a pong by the next ping is dropped',
+  },
+  {
+    path: 'ws.maxSubscriptionsPerSession',
+    env: 'EDGE_WS_MAX_SUBSCRIPTIONS',
+    type: 'int',
+    min: 1,
+    max: 100_000,
+    default: 1000,
+    help: 'Most live subscriptions of one WebSocket; one more closes it (1008)',
   },
 ];
 

@@ -9,6 +9,7 @@ import type { AlarmEvent } from './alarms/types.js';
 import type { AttributeScope, TypedAttributeKv } from './attributes/types.js';
 import type { Device } from './devices/device-service.js';
 import type { RpcStatus } from './rpc/types.js';
+import type { TsKind } from './telemetry/telemetry-parser.js';
 
 export interface DeviceRef {
   readonly id: string;
@@ -19,6 +20,8 @@ export interface TelemetryPoint {
   readonly key: string;
   readonly ts: number;
   readonly value: boolean | number | string | object;
+  /** The stored type (a whole double and a long print differently); absent from older emitters. */
+  readonly kind?: TsKind;
 }
 
 /**

@@ -45,6 +45,7 @@ import type { ChainStats } from './rules/rule-engine.js';
 import { createRules, type Rules } from './rules/rules.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { SchedulerEventService } from './scheduler/scheduler-event-service.js';
+import { SubscriptionService } from './subscriptions/subscription-service.js';
 import { SystemdNotifier } from './systemd.js';
 import { TELEMETRY_LIMITS } from './telemetry/telemetry-parser.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
@@ -90,6 +91,7 @@ import { userRoutes } from './transports/http/user-routes.js';
 import { ModbusMaster } from './transports/modbus/modbus-master.js';
 import { MqttServer } from './transports/mqtt/mqtt-server.js';
 import { SerialLineConnector } from './transports/serial/serial-reader.js';
+import { WsApi } from './transports/ws/ws-api.js';
 import { UserService } from './users/user-service.js';
 import { VERSION } from './version.js';
 
@@ -157,6 +159,7 @@ export class Gateway implements AsyncDisposable {
   #http: HttpServer | undefined;
   #mqtt: MqttServer | undefined;
   #coap: CoapServer | undefined;
+  #ws: WsApi | undefined;
   #stopping: Promise<void> | undefined;
   readonly #systemd: SystemdNotifier;
 
@@ -270,7 +273,7 @@ export class Gateway implements AsyncDisposable {
         users: s.users,
         devices: s.devices,
         profiles: s.profiles,
-        sharedDevices: sharedDevices(s),
+        sharedDevices: sharedDevices(s.groups),
         uiDir,
         apiRoutes: [
           ...apiRoutes(s, config, this.metrics),
@@ -334,7 +337,20 @@ export class Gateway implements AsyncDisposable {
           : undefined,
       });
       await this.#mqtt.start();
-      this.#http.onUpgrade(this.#mqtt.handleUpgrade);
+      // The live WebSocket API and MQTT over WebSocket share the HTTP port.
+      const ws = new WsApi({
+        auth: s.auth,
+        subscriptions: s.subscriptions,
+        log: this.loggers.http,
+        maxPendingBytes: config.ws.maxPendingBytes,
+        pingIntervalMs: config.ws.pingIntervalSec * 1000,
+      });
+      ws.start();
+      this.#ws = ws;
+      const mqttUpgrade = this.#mqtt.handleUpgrade;
+      this.#http.onUpgrade((req, socket, head) => {
+        if (!ws.handleUpgrade(req, socket, head)) mqttUpgrade(req, socket, head);
+      });
       log.info({ transport: 'mqtt', host, port: this.#mqtt.port }, 'listening');
       if (this.#mqtt.tlsPort) {
         log.info({ transport: 'mqtts', host, port: this.#mqtt.tlsPort }, 'listening');
@@ -460,7 +476,14 @@ export class Gateway implements AsyncDisposable {
         [{ transport: 'http' }, this.#http?.connections ?? 0],
         [{ transport: 'mqtt' }, this.#mqtt?.connections ?? 0],
         [{ transport: 'coap' }, this.#coap?.observations ?? 0],
+        [{ transport: 'websocket' }, this.#ws?.stats.sockets ?? 0],
       ],
+    });
+    m.gauge({
+      name: 'edge_ws_slow_clients_closed_total',
+      help: 'WebSocket clients closed because their unsent updates passed EDGE_WS_MAX_PENDING_BYTES',
+      type: 'counter',
+      collect: () => this.#ws?.stats.slowClosed ?? 0,
     });
     m.gauge({
       name: 'edge_mqtt_device_sessions',
@@ -493,6 +516,7 @@ export class Gateway implements AsyncDisposable {
       await step('long-polls', () => releaseLongPolls(this.#services as Services));
     await step('coap', () => this.#coap?.stop());
     await step('mqtt', () => this.#mqtt?.stop());
+    await step('websocket', () => this.#ws?.stop());
     await step('http', () => this.#http?.stop());
     await step('metrics', () => {
       this.metrics.stop();
@@ -544,6 +568,8 @@ export interface Services {
   readonly schedulerEvents: SchedulerEventService;
   readonly deviceAuth: DeviceAuthThrottle;
   readonly connectors: ConnectorService;
+  /** Live subscriptions of the WebSocket API. */
+  readonly subscriptions: SubscriptionService;
 }
 
 /**
@@ -773,7 +799,20 @@ async function buildServices(
     },
   });
   connectors.start();
+  const subscriptions = new SubscriptionService({
+    bus,
+    log: loggers.http,
+    devices,
+    telemetry,
+    attributes,
+    alarms,
+    shared: sharedDevices(groups),
+    userActive: (id) => users.row(id)?.enabled === 1,
+    maxSubscriptionsPerSession: config.ws.maxSubscriptionsPerSession,
+  });
+  subscriptions.start();
   return {
+    subscriptions,
     ownerAttributes,
     alarms,
     alarmEngine,
@@ -833,6 +872,7 @@ function registerRuleMetrics(metrics: Metrics, rules: Rules): void {
 
 /** Stops services that own timers or pending writes, newest first. */
 async function stopServices(s: Services): Promise<void> {
+  s.subscriptions.stop();
   await s.connectors.stop();
   s.scheduler.stop();
   s.rules.stop();
@@ -859,9 +899,9 @@ function releaseLongPolls(s: Services): void {
 
 /** Sub-apps of the HTTP transport beyond auth and device management, mounted in this order. */
 /** Device access of a customer user through DEVICE groups shared with its customer. */
-function sharedDevices(s: Services): SharedDeviceAccess {
+function sharedDevices(groups: GroupService): SharedDeviceAccess {
   return (principal, device) =>
-    principal.customerId === null ? 'none' : s.groups.deviceShare(principal.customerId, device);
+    principal.customerId === null ? 'none' : groups.deviceShare(principal.customerId, device);
 }
 
 function apiRoutes(
@@ -870,7 +910,7 @@ function apiRoutes(
   metrics: Metrics,
 ): Array<{ path: string; app: Hono<HttpEnv> }> {
   const user = requireUser(s.auth);
-  const shared = sharedDevices(s);
+  const shared = sharedDevices(s.groups);
   const device = deviceAuth({ devices: s.devices, activity: s.activity, meter: metrics.ingest });
   return [
     // Provisioning has no token: mount it before any `/api/v1/:token/*` middleware.

@@ -86,6 +86,8 @@ const INFO_SELECT = `SELECT a.*, d.name AS originator_name, d.label AS originato
 /** Which alarms a list returns; every field narrows it. */
 export interface AlarmFilter {
   readonly originatorId?: string;
+  /** Any of these originators (entity filters of the WebSocket API); empty matches none. */
+  readonly originatorIds?: readonly string[];
   /** A customer user's view: devices of its customer plus these shared device ids. */
   readonly visibleTo?: { readonly customerId: string; readonly sharedDeviceIds: readonly string[] };
   readonly acknowledged?: boolean;
@@ -105,6 +107,10 @@ function where(f: AlarmFilter): { sql: string; params: unknown[] } {
   if (f.originatorId !== undefined) {
     parts.push('a.originator_id = ?');
     params.push(f.originatorId);
+  }
+  if (f.originatorIds !== undefined) {
+    parts.push('a.originator_id IN (SELECT value FROM json_each(?))');
+    params.push(JSON.stringify(f.originatorIds));
   }
   if (f.visibleTo) {
     parts.push(

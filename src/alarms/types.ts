@@ -1,6 +1,7 @@
 /** Alarm entity types (platform.md §2), shared by the alarm domain, the event map and the transports. */
 
 import { ALARM_SEVERITIES, type AlarmSeverity } from '../devices/alarm-rule-schema.js';
+import { ValidationError } from '../errors.js';
 
 export { ALARM_SEVERITIES, type AlarmSeverity };
 
@@ -90,4 +91,34 @@ export function statusOf(acknowledged: boolean, cleared: boolean): AlarmStatus {
 /** 0 = CRITICAL (highest) ... 4 = INDETERMINATE. */
 export function severityRank(s: AlarmSeverity): number {
   return ALARM_SEVERITIES.indexOf(s);
+}
+
+/**
+ * A v2 `statusList` (ThingsBoard's `AlarmStatusFilter`, REST and WebSocket alike): ACTIVE/CLEARED
+ * and ACK/UNACK narrow independently; both sides of a pair (or ANY) mean no narrowing. Exact
+ * statuses are accepted too. ValidationError for anything else.
+ */
+export function statusListFilter(raw: readonly string[]): {
+  cleared?: boolean;
+  acknowledged?: boolean;
+  statusList?: AlarmStatus[];
+} {
+  const exact = raw.filter((s): s is AlarmStatus =>
+    (ALARM_STATUSES as readonly string[]).includes(s),
+  );
+  const search = raw.filter((s) => !exact.includes(s as AlarmStatus));
+  for (const s of search) {
+    if (!(ALARM_SEARCH_STATUSES as readonly string[]).includes(s))
+      throw new ValidationError(
+        `statusList: ${s} is not one of ${ALARM_SEARCH_STATUSES.join(', ')}`,
+      );
+  }
+  const has = (s: string) => search.includes(s);
+  const out: { cleared?: boolean; acknowledged?: boolean; statusList?: AlarmStatus[] } = {};
+  if (!has('ANY')) {
+    if (has('ACTIVE') !== has('CLEARED')) out.cleared = has('CLEARED');
+    if (has('ACK') !== has('UNACK')) out.acknowledged = has('ACK');
+  }
+  if (exact.length) out.statusList = exact;
+  return out;
 }

@@ -173,13 +173,18 @@ export class AuthService {
 
   /** Verifies an access token and returns the caller. The account must still exist and be enabled. */
   async authenticate(token: string): Promise<Principal> {
+    return (await this.authenticateSession(token)).principal;
+  }
+
+  /** As `authenticate`, with the token's expiry (epoch ms) for sessions that outlive a request. */
+  async authenticateSession(token: string): Promise<{ principal: Principal; expiresAt: number }> {
     const payload = await this.#verify(token);
     const scopes = payload.scopes as unknown[] | undefined;
     if (!scopes || scopes.includes(REFRESH_SCOPE))
       throw new AuthenticationError('Invalid JWT token');
     const row = this.deps.users.row(String(payload.userId));
     if (!row?.enabled) throw new AuthenticationError('User account is not active');
-    return principalOf(row);
+    return { principal: principalOf(row), expiresAt: (payload.exp ?? 0) * 1000 };
   }
 
   async issue(row: UserRow): Promise<JwtPair> {

@@ -323,7 +323,8 @@ export class TelemetryService {
         list = [];
         byDevice.set(item.deviceId, list);
       }
-      for (const p of item.points) list.push({ key: p.key, ts: p.ts, value: telemetryValue(p) });
+      for (const p of item.points)
+        list.push({ key: p.key, ts: p.ts, value: telemetryValue(p), kind: p.kind });
     }
     for (const [deviceId, points] of byDevice) bus.emit('telemetry', { deviceId, points });
   }

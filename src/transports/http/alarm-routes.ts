@@ -7,6 +7,7 @@ import {
   ALARM_STATUSES,
   type AlarmSeverity,
   type AlarmStatus,
+  statusListFilter,
 } from '../../alarms/types.js';
 import type { Principal } from '../../auth/auth-service.js';
 import {
@@ -79,28 +80,10 @@ function v1Filter(q: Record<string, string | undefined>): AlarmFilter {
   };
 }
 
-/**
- * v2 `statusList` (ThingsBoard's `AlarmStatusFilter`): ACTIVE/CLEARED and ACK/UNACK narrow
- * independently; both sides of a pair (or ANY) mean no narrowing. Exact statuses are accepted too.
- */
+/** The filters of the v2 lists (`statusList` as `statusListFilter` reads it). */
 function v2Filter(q: Record<string, string | undefined>): AlarmFilter {
-  const raw = list(q.statusList) ?? [];
-  const exact = raw.filter((s) => (ALARM_STATUSES as readonly string[]).includes(s));
-  const search =
-    oneOf(
-      'statusList',
-      ALARM_SEARCH_STATUSES,
-      raw.filter((s) => !exact.includes(s)),
-    ) ?? [];
-  const has = (s: string) => search.includes(s as never);
-  const flags: { cleared?: boolean; acknowledged?: boolean } = {};
-  if (!has('ANY')) {
-    if (has('ACTIVE') !== has('CLEARED')) flags.cleared = has('CLEARED');
-    if (has('ACK') !== has('UNACK')) flags.acknowledged = has('ACK');
-  }
   return {
-    ...flags,
-    statusList: exact.length ? (exact as AlarmStatus[]) : undefined,
+    ...statusListFilter(list(q.statusList) ?? []),
     severityList: oneOf<AlarmSeverity>('severityList', ALARM_SEVERITIES, list(q.severityList)),
     typeList: list(q.typeList),
     ...common(q),
