@@ -1,7 +1,7 @@
 import { type ComponentType, render } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, errorText, session, type User } from './lib/api.js';
-import { Ctx } from './lib/app-context.js';
+import { Ctx, isTenantAdmin } from './lib/app-context.js';
 import { LiveClient, type LiveState } from './lib/live.js';
 import { Link, match, navigate, useLocation } from './lib/router.js';
 
@@ -17,6 +17,21 @@ const ROUTES: Array<{ path: string; load: Loader }> = [
   { path: '/devices', load: () => import('./pages/devices.js').then((m) => m.DevicesPage) },
   { path: '/devices/:id', load: () => import('./pages/device.js').then((m) => m.DevicePage) },
   { path: '/alarms', load: () => import('./pages/alarms.js').then((m) => m.AlarmsPage) },
+  { path: '/profiles', load: () => import('./pages/profiles.js').then((m) => m.ProfilesPage) },
+  { path: '/profiles/:id', load: () => import('./pages/profiles.js').then((m) => m.ProfilePage) },
+  { path: '/customers', load: () => import('./pages/customers.js').then((m) => m.CustomersPage) },
+  {
+    path: '/customers/:id',
+    load: () => import('./pages/customers.js').then((m) => m.CustomerPage),
+  },
+  {
+    path: '/dashboards',
+    load: () => import('./pages/dashboards.js').then((m) => m.DashboardsPage),
+  },
+  {
+    path: '/dashboards/:id',
+    load: () => import('./pages/dashboards.js').then((m) => m.DashboardPage),
+  },
 ];
 
 const loaded = new Map<Loader, ComponentType<PageProps>>();
@@ -96,6 +111,13 @@ function Nav(props: { user: User; path: string; live: LiveState }) {
   const items: Array<[string, string]> = [
     ['/devices', 'Devices'],
     ['/alarms', 'Alarms'],
+    ...(isTenantAdmin(props.user)
+      ? ([
+          ['/profiles', 'Profiles'],
+          ['/customers', 'Customers'],
+        ] as Array<[string, string]>)
+      : []),
+    ['/dashboards', 'Dashboards'],
   ];
   const signOut = () => {
     void api('/api/auth/logout', { method: 'POST' }).catch(() => undefined);

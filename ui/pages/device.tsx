@@ -504,16 +504,16 @@ function RpcTab(props: { id: string }) {
           </label>
           <label>
             Timeout (ms)
-            <input name="timeout" type="number" min={100} value="10000" />
+            <input name="timeout" type="number" min={100} defaultValue="10000" />
           </label>
           <label class="check">
-            <input name="twoway" type="checkbox" checked />
+            <input name="twoway" type="checkbox" defaultChecked />
             Two-way (wait for the reply)
           </label>
         </div>
         <label>
           Params (JSON)
-          <textarea name="params" rows={3} value="{}" />
+          <textarea name="params" rows={3} defaultValue="{}" />
         </label>
         <button type="submit" class="primary" disabled={busy}>
           {busy ? 'Waiting…' : 'Send RPC'}
@@ -590,7 +590,7 @@ function CredentialsTab(props: { id: string }) {
             <input
               name="token"
               required
-              value={c?.credentialsType === 'ACCESS_TOKEN' ? c.credentialsId : ''}
+              defaultValue={c?.credentialsType === 'ACCESS_TOKEN' ? c.credentialsId : ''}
             />
           </label>
           <CopyButton label="Copy token" text={() => accessToken(props.id)} />
@@ -599,15 +599,20 @@ function CredentialsTab(props: { id: string }) {
         <>
           <label>
             Client ID
-            <input name="clientId" value={basic.clientId ?? ''} />
+            <input name="clientId" defaultValue={basic.clientId ?? ''} />
           </label>
           <label>
             User name
-            <input name="userName" value={basic.userName ?? ''} />
+            <input name="userName" defaultValue={basic.userName ?? ''} />
           </label>
           <label>
             Password
-            <input name="password" type="text" autocomplete="off" value={basic.password ?? ''} />
+            <input
+              name="password"
+              type="text"
+              autocomplete="off"
+              defaultValue={basic.password ?? ''}
+            />
           </label>
         </>
       )}

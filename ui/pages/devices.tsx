@@ -187,17 +187,21 @@ export function DeviceDialog(props: {
       <form class="stack" onSubmit={submit}>
         <label>
           Name
-          <input name="name" required value={d?.name ?? ''} />
+          <input name="name" required defaultValue={d?.name ?? ''} />
         </label>
         <label>
           Label
-          <input name="label" value={d?.label ?? ''} />
+          <input name="label" defaultValue={d?.label ?? ''} />
         </label>
         <label>
           Device profile
-          <select name="profile" value={d?.deviceProfileId?.id}>
+          <select name="profile">
             {profiles.data?.data.map((p) => (
-              <option key={p.id.id} value={p.id.id} selected={d ? undefined : p.default}>
+              <option
+                key={p.id.id}
+                value={p.id.id}
+                selected={d ? d.deviceProfileId?.id === p.id.id : p.default}
+              >
                 {p.name}
               </option>
             ))}
@@ -210,7 +214,11 @@ export function DeviceDialog(props: {
           </label>
         )}
         <label class="check">
-          <input type="checkbox" name="gateway" checked={d?.additionalInfo?.gateway === true} />
+          <input
+            type="checkbox"
+            name="gateway"
+            defaultChecked={d?.additionalInfo?.gateway === true}
+          />
           Is a gateway
         </label>
         <ErrorText error={save.error || profiles.error} />

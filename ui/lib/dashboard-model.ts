@@ -1,0 +1,256 @@
+/**
+ * ThingsBoard's dashboard JSON (platform.md §5), the parts the page reads and writes, and the map
+ * from widget types (`typeFullFqn`, or `bundleAlias` + `typeAlias` in older exports) to ours.
+ */
+
+export interface DataKey {
+  name: string;
+  type: 'timeseries' | 'attribute' | 'entityField' | string;
+  label?: string;
+  color?: string;
+  units?: string;
+  decimals?: number;
+  settings?: Record<string, unknown>;
+}
+
+export interface Datasource {
+  type: string;
+  name?: string;
+  entityAliasId?: string;
+  dataKeys?: DataKey[];
+}
+
+export interface Timewindow {
+  selectedTab?: number;
+  realtime?: { timewindowMs?: number; interval?: number };
+  history?: { timewindowMs?: number; fixedTimewindow?: { startTimeMs: number; endTimeMs: number } };
+  aggregation?: { type?: string; limit?: number };
+}
+
+export interface Widget {
+  id: string;
+  typeFullFqn?: string;
+  bundleAlias?: string;
+  typeAlias?: string;
+  type?: string;
+  sizeX?: number;
+  sizeY?: number;
+  row?: number;
+  col?: number;
+  config: {
+    title?: string;
+    showTitle?: boolean;
+    useDashboardTimewindow?: boolean;
+    timewindow?: Timewindow;
+    datasources?: Datasource[];
+    targetDevice?: { type?: string; deviceId?: string; entityAliasId?: string } | null;
+    targetDeviceAliasIds?: string[];
+    settings?: Record<string, unknown>;
+    units?: string;
+    decimals?: number;
+    [k: string]: unknown;
+  };
+}
+
+export interface LayoutWidget {
+  sizeX: number;
+  sizeY: number;
+  row: number;
+  col: number;
+  mobileOrder?: number;
+}
+
+export interface AliasFilter {
+  type: string;
+  resolveMultiple?: boolean;
+  singleEntity?: { entityType: string; id: string };
+  entityType?: string;
+  entityList?: string[];
+  entityNameFilter?: string;
+  deviceTypes?: string[];
+  deviceType?: string;
+  deviceNameFilter?: string;
+}
+
+export interface EntityAlias {
+  id: string;
+  alias: string;
+  filter: AliasFilter;
+}
+
+export interface DashboardConfig {
+  description?: string;
+  widgets?: Record<string, Widget> | Widget[];
+  states?: Record<
+    string,
+    {
+      name?: string;
+      root?: boolean;
+      layouts?: Record<
+        string,
+        { widgets?: Record<string, LayoutWidget>; gridSettings?: Record<string, unknown> }
+      >;
+    }
+  >;
+  entityAliases?: Record<string, EntityAlias>;
+  timewindow?: Timewindow;
+  settings?: Record<string, unknown>;
+  [k: string]: unknown;
+}
+
+export interface Dashboard {
+  id?: { id: string; entityType?: string };
+  title: string;
+  configuration?: DashboardConfig | null;
+  assignedCustomers?: unknown[] | null;
+  [k: string]: unknown;
+}
+
+export type WidgetKind =
+  | 'line'
+  | 'bar'
+  | 'card'
+  | 'gauge'
+  | 'entities'
+  | 'alarms'
+  | 'switch'
+  | 'button'
+  | 'markdown';
+
+export const KIND_LABELS: Record<WidgetKind, string> = {
+  line: 'Time-series line chart',
+  bar: 'Time-series bar chart',
+  card: 'Latest value cards',
+  gauge: 'Gauge',
+  entities: 'Entities table',
+  alarms: 'Alarms table',
+  switch: 'Switch (RPC or shared attribute)',
+  button: 'Button (RPC)',
+  markdown: 'Markdown/HTML card',
+};
+
+/** The fully qualified type we write for each kind (ThingsBoard's system bundle names). */
+export const KIND_FQN: Record<WidgetKind, string> = {
+  line: 'system.time_series_chart',
+  bar: 'system.bar_chart_with_labels',
+  card: 'system.cards.value_card',
+  gauge: 'system.analogue_gauges.radial_gauge_canvas_gauges',
+  entities: 'system.cards.entities_table',
+  alarms: 'system.alarm_widgets.alarms_table',
+  switch: 'system.control_widgets.switch_control',
+  button: 'system.control_widgets.command_button',
+  markdown: 'system.cards.markdown_card',
+};
+
+const WIDGET_TYPE: Record<WidgetKind, string> = {
+  line: 'timeseries',
+  bar: 'timeseries',
+  card: 'latest',
+  gauge: 'latest',
+  entities: 'latest',
+  alarms: 'alarm',
+  switch: 'rpc',
+  button: 'rpc',
+  markdown: 'latest',
+};
+
+/** Type names (after `system.`) of ThingsBoard widgets we render, old and new. */
+const MAP: Array<[RegExp, WidgetKind]> = [
+  [
+    /^charts\.(basic_timeseries|timeseries|state_chart|line_chart)$|^time_series_chart$|^charts\.timeseries_line/,
+    'line',
+  ],
+  [
+    /^charts\.timeseries_bars_flot$|^bar_chart_with_labels$|^charts\.bars$|^time_series_bars/,
+    'bar',
+  ],
+  [
+    /^cards\.(value_card|simple_card|aggregated_value_card|label_widget|attributes_card)$|^value_card$|^cards\.timeseries_table$/,
+    'card',
+  ],
+  [/^(analogue_gauges|digital_gauges)\.|^gauges?\.|_gauge$/, 'gauge'],
+  [/^cards\.entities_table$|^entities_table$/, 'entities'],
+  [/^alarm_widgets\.alarms_table$|^alarms_table$/, 'alarms'],
+  [
+    /^control_widgets\.(switch_control|slide_toggle_control|round_switch|single_switch|toggle_button)$|switch/,
+    'switch',
+  ],
+  [
+    /^control_widgets\.(rpcbutton|command_button|update_server_boolean_attribute)$|button$/,
+    'button',
+  ],
+  [/^cards\.(markdown_card|html_card|html_value_card)$|^markdown_card$/, 'markdown'],
+];
+
+/** The widget's type name as ThingsBoard writes it. */
+export function widgetTypeName(w: Widget): string {
+  if (w.typeFullFqn) return w.typeFullFqn;
+  if (w.bundleAlias && w.typeAlias) return `${w.bundleAlias}.${w.typeAlias}`;
+  return w.type ?? 'unknown';
+}
+
+/** Our kind for a ThingsBoard widget, or undefined (shown as a placeholder naming the type). */
+export function widgetKind(w: Widget): WidgetKind | undefined {
+  const name = widgetTypeName(w).replace(/^system\./, '');
+  for (const [re, kind] of MAP) if (re.test(name)) return kind;
+  return undefined;
+}
+
+/** The widgets as a map (old exports have an array). */
+export function widgetMap(cfg: DashboardConfig): Record<string, Widget> {
+  const w = cfg.widgets ?? {};
+  return Array.isArray(w) ? Object.fromEntries(w.map((x) => [x.id, x])) : w;
+}
+
+/** The root state's id (`root: true`, else `default`, else the first). */
+export function rootState(cfg: DashboardConfig): string {
+  const states = cfg.states ?? {};
+  return (
+    Object.keys(states).find((k) => states[k].root) ??
+    (states.default ? 'default' : (Object.keys(states)[0] ?? 'default'))
+  );
+}
+
+/** A new widget of `kind`, and its place in the layout. */
+export function newWidget(
+  kind: WidgetKind,
+  title: string,
+  aliasId: string | undefined,
+  keys: string[],
+): Widget {
+  const id = crypto.randomUUID?.() ?? `w${Date.now()}`;
+  const keyType = 'timeseries';
+  return {
+    id,
+    typeFullFqn: KIND_FQN[kind],
+    type: WIDGET_TYPE[kind],
+    sizeX: 8,
+    sizeY: 5,
+    row: 0,
+    col: 0,
+    config: {
+      title,
+      showTitle: true,
+      useDashboardTimewindow: true,
+      datasources: aliasId
+        ? [
+            {
+              type: 'entity',
+              entityAliasId: aliasId,
+              dataKeys: keys.map((k) => ({ name: k, type: keyType, label: k })),
+            },
+          ]
+        : [],
+      ...(kind === 'switch' || kind === 'button'
+        ? { targetDevice: aliasId ? { type: 'entity', entityAliasId: aliasId } : null }
+        : {}),
+      settings: {},
+    },
+  };
+}
+
+/** The dashboard's time window (UI default: realtime, last minute). */
+export function effectiveTimewindow(dashboard: DashboardConfig, w: Widget): Timewindow {
+  const tw = w.config.useDashboardTimewindow === false ? w.config.timewindow : dashboard.timewindow;
+  return tw ?? { selectedTab: 0, realtime: { timewindowMs: 60_000 } };
+}

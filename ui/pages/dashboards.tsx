@@ -1,0 +1,673 @@
+import { useState } from 'preact/hooks';
+import { Dialog, ErrorText, Paging, useAction, useLoad } from '../components/ui.js';
+import { type Entity, useVisibleDevices, WidgetBody } from '../components/widgets.js';
+import { api, errorText, type PageData, qs } from '../lib/api.js';
+import { isTenantAdmin, useApp } from '../lib/app-context.js';
+import {
+  type Dashboard,
+  type DashboardConfig,
+  type EntityAlias,
+  KIND_LABELS,
+  type LayoutWidget,
+  newWidget,
+  rootState,
+  type Timewindow,
+  type Widget,
+  type WidgetKind,
+  widgetKind,
+  widgetMap,
+} from '../lib/dashboard-model.js';
+import { Link, navigate } from '../lib/router.js';
+
+/**
+ * Dashboards in ThingsBoard's JSON (platform.md §5): list, create, import an export, view the
+ * root state on a 24-column grid with live widgets, edit (add, move, resize, configure, bind data
+ * keys, save). Customer users see the dashboards shared with them, read-only.
+ */
+
+interface DashboardInfo {
+  id: { id: string };
+  title: string;
+}
+
+export function DashboardsPage() {
+  const { user } = useApp();
+  const admin = isTenantAdmin(user);
+  const [page, setPage] = useState(0);
+  const [importing, setImporting] = useState(false);
+  const [creating, setCreating] = useState(false);
+  const path = admin ? '/api/tenant/dashboards' : `/api/customer/${user.customerId?.id}/dashboards`;
+  const list = useLoad(
+    () =>
+      api<PageData<DashboardInfo>>(
+        `${path}${qs({ pageSize: 20, page, sortProperty: 'title', sortOrder: 'ASC' })}`,
+      ),
+    [path, page],
+  );
+  const act = useAction();
+  const remove = (d: DashboardInfo) => {
+    if (!confirm(`Delete dashboard ${d.title}?`)) return;
+    void act.run(() => api(`/api/dashboard/${d.id.id}`, { method: 'DELETE' })).then(list.reload);
+  };
+  const create = (e: Event) => {
+    e.preventDefault();
+    const title = String(new FormData(e.currentTarget as HTMLFormElement).get('title'));
+    void act.run(async () => {
+      const d = await api<Dashboard>('/api/dashboard', { body: emptyDashboard(title) });
+      navigate(`/dashboards/${d.id?.id}`);
+    });
+  };
+  return (
+    <section>
+      <div class="bar">
+        <h1>Dashboards</h1>
+        {admin && (
+          <>
+            <button type="button" onClick={() => setImporting(true)}>
+              Import dashboard
+            </button>
+            <button type="button" class="primary" onClick={() => setCreating(true)}>
+              Add dashboard
+            </button>
+          </>
+        )}
+      </div>
+      <ErrorText error={list.error || act.error} />
+      <table aria-label="Dashboards">
+        <thead>
+          <tr>
+            <th>Title</th>
+            {admin && <th>Actions</th>}
+          </tr>
+        </thead>
+        <tbody>
+          {list.data?.data.map((d) => (
+            <tr key={d.id.id}>
+              <td>
+                <Link href={`/dashboards/${d.id.id}`}>{d.title}</Link>
+              </td>
+              {admin && (
+                <td>
+                  <button type="button" onClick={() => remove(d)}>
+                    Delete
+                  </button>
+                </td>
+              )}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {list.data?.data.length === 0 && <p>No dashboards.</p>}
+      <Paging page={page} hasNext={list.data?.hasNext ?? false} onPage={setPage} />
+      {importing && <ImportDialog onClose={() => setImporting(false)} />}
+      {creating && (
+        <Dialog title="Add dashboard" onClose={() => setCreating(false)}>
+          <form class="stack" onSubmit={create}>
+            <label>
+              Title
+              <input name="title" required />
+            </label>
+            <div class="buttons">
+              <button type="button" onClick={() => setCreating(false)}>
+                Cancel
+              </button>
+              <button type="submit" class="primary" disabled={act.busy}>
+                Create
+              </button>
+            </div>
+          </form>
+        </Dialog>
+      )}
+    </section>
+  );
+}
+
+function emptyDashboard(title: string): Dashboard {
+  return {
+    title,
+    configuration: {
+      description: '',
+      widgets: {},
+      states: {
+        default: {
+          name: title,
+          root: true,
+          layouts: { main: { widgets: {}, gridSettings: { columns: 24, margin: 10 } } },
+        },
+      },
+      entityAliases: {},
+      timewindow: {
+        selectedTab: 0,
+        realtime: { realtimeType: 0, timewindowMs: 60_000, interval: 1000 },
+      } as Timewindow,
+      settings: {},
+    },
+  };
+}
+
+/** Imports a ThingsBoard dashboard export (a file or pasted JSON) as a new dashboard. */
+function ImportDialog(props: { onClose: () => void }) {
+  const [text, setText] = useState('');
+  const act = useAction();
+  const submit = (e: Event) => {
+    e.preventDefault();
+    void act.run(async () => {
+      let parsed: Dashboard;
+      try {
+        parsed = JSON.parse(text) as Dashboard;
+      } catch (err) {
+        throw new Error(`The file is not JSON: ${errorText(err)}`);
+      }
+      if (!parsed || typeof parsed.title !== 'string' || !parsed.configuration) {
+        throw new Error('Not a ThingsBoard dashboard export (no title or configuration)');
+      }
+      const { id: _id, createdTime: _c, tenantId: _t, assignedCustomers: _a, ...rest } = parsed;
+      const saved = await api<Dashboard>('/api/dashboard', { body: rest });
+      navigate(`/dashboards/${saved.id?.id}`);
+    });
+  };
+  return (
+    <Dialog title="Import dashboard" onClose={props.onClose}>
+      <form class="stack" onSubmit={submit}>
+        <label>
+          Dashboard export file (JSON)
+          <input
+            type="file"
+            accept=".json,application/json"
+            onChange={(e) => {
+              const file = e.currentTarget.files?.[0];
+              if (file) void file.text().then(setText);
+            }}
+          />
+        </label>
+        <label>
+          Or paste the JSON
+          <textarea rows={8} value={text} onInput={(e) => setText(e.currentTarget.value)} />
+        </label>
+        <ErrorText error={act.error} />
+        <div class="buttons">
+          <button type="button" onClick={props.onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={act.busy || !text}>
+            Import
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+const TIMEWINDOWS: Array<[string, string, Timewindow]> = [
+  ['rt1m', 'Realtime: last minute', { selectedTab: 0, realtime: { timewindowMs: 60_000 } }],
+  ['rt5m', 'Realtime: last 5 minutes', { selectedTab: 0, realtime: { timewindowMs: 300_000 } }],
+  ['rt1h', 'Realtime: last hour', { selectedTab: 0, realtime: { timewindowMs: 3_600_000 } }],
+  [
+    'h1h',
+    'History: last hour (average)',
+    { selectedTab: 1, history: { timewindowMs: 3_600_000 }, aggregation: { type: 'AVG' } },
+  ],
+  [
+    'h24h',
+    'History: last day (average)',
+    { selectedTab: 1, history: { timewindowMs: 86_400_000 }, aggregation: { type: 'AVG' } },
+  ],
+];
+
+function timewindowId(tw: Timewindow | undefined): string {
+  if (!tw) return 'rt1m';
+  const ms = tw.selectedTab === 1 ? tw.history?.timewindowMs : tw.realtime?.timewindowMs;
+  return (
+    TIMEWINDOWS.find(
+      ([, , t]) =>
+        t.selectedTab === (tw.selectedTab ?? 0) &&
+        (t.selectedTab === 1 ? t.history?.timewindowMs : t.realtime?.timewindowMs) === ms,
+    )?.[0] ?? 'custom'
+  );
+}
+
+export function DashboardPage(props: { params: Record<string, string> }) {
+  const id = props.params.id;
+  const { user } = useApp();
+  const admin = isTenantAdmin(user);
+  const loaded = useLoad(() => api<Dashboard>(`/api/dashboard/${id}`), [id]);
+  const { devices, error: devError } = useVisibleDevices();
+  const [draft, setDraft] = useState<Dashboard | null>(null);
+  const [editing, setEditing] = useState(false);
+  const [configuring, setConfiguring] = useState<Widget | 'new' | null>(null);
+  const save = useAction();
+  const dash = draft ?? loaded.data;
+  if (!dash || !devices) return <ErrorText error={loaded.error || devError || undefined} />;
+  const cfg: DashboardConfig = dash.configuration ?? {};
+  const widgets = widgetMap(cfg);
+  const stateId = rootState(cfg);
+  const layout = cfg.states?.[stateId]?.layouts?.main?.widgets ?? {};
+  const update = (next: DashboardConfig) => setDraft({ ...dash, configuration: next });
+  const setLayout = (wid: string, l: LayoutWidget | undefined) => {
+    const states = { ...(cfg.states ?? {}) };
+    const st = states[stateId] ?? {
+      name: dash.title,
+      root: true,
+      layouts: { main: { widgets: {} } },
+    };
+    const main = st.layouts?.main ?? { widgets: {} };
+    const lw = { ...(main.widgets ?? {}) };
+    if (l) lw[wid] = l;
+    else delete lw[wid];
+    states[stateId] = { ...st, layouts: { ...st.layouts, main: { ...main, widgets: lw } } };
+    return states;
+  };
+  const placed = Object.entries(layout).filter(([wid]) => widgets[wid]);
+  const doSave = () =>
+    void save.run(async () => {
+      const saved = await api<Dashboard>('/api/dashboard', {
+        body: { ...dash, configuration: cfg },
+      });
+      setDraft(saved);
+      setEditing(false);
+    });
+  const move = (wid: string, patch: (l: LayoutWidget) => LayoutWidget) => {
+    const l = layout[wid];
+    const n = patch({ ...l });
+    n.col = Math.max(0, Math.min(24 - n.sizeX, n.col));
+    n.row = Math.max(0, n.row);
+    n.sizeX = Math.max(1, Math.min(24, n.sizeX));
+    n.sizeY = Math.max(1, n.sizeY);
+    update({ ...cfg, states: setLayout(wid, n) });
+  };
+  return (
+    <section class="stack">
+      <p class="crumbs">
+        <Link href="/dashboards">Dashboards</Link> /
+      </p>
+      <div class="bar">
+        <h1>{dash.title}</h1>
+        <label>
+          Time window
+          <select
+            value={timewindowId(cfg.timewindow)}
+            onChange={(e) => {
+              const tw = TIMEWINDOWS.find(([k]) => k === e.currentTarget.value)?.[2];
+              if (tw) update({ ...cfg, timewindow: { ...cfg.timewindow, ...tw } });
+            }}
+          >
+            {TIMEWINDOWS.map(([k, label]) => (
+              <option key={k} value={k}>
+                {label}
+              </option>
+            ))}
+            {timewindowId(cfg.timewindow) === 'custom' && (
+              <option value="custom">Dashboard's own</option>
+            )}
+          </select>
+        </label>
+        {admin && !editing && (
+          <button type="button" onClick={() => setEditing(true)}>
+            Edit
+          </button>
+        )}
+        {editing && (
+          <>
+            <button type="button" onClick={() => setConfiguring('new')}>
+              Add widget
+            </button>
+            <button
+              type="button"
+              onClick={() => {
+                setDraft(null);
+                setEditing(false);
+                loaded.reload();
+              }}
+            >
+              Cancel
+            </button>
+            <button type="button" class="primary" onClick={doSave} disabled={save.busy}>
+              Save dashboard
+            </button>
+          </>
+        )}
+      </div>
+      {!admin && <p class="muted">Read-only</p>}
+      <ErrorText error={save.error} />
+      <div class="grid">
+        {placed.map(([wid, l]) => {
+          const w = widgets[wid];
+          const kind = widgetKind(w);
+          const title = w.config.title ?? '';
+          return (
+            <article
+              key={wid}
+              class="widget card"
+              aria-label={title || 'Widget'}
+              data-kind={kind ?? 'unsupported'}
+              style={{
+                '--c': l.col + 1,
+                '--w': l.sizeX,
+                '--r': l.row + 1,
+                '--h': l.sizeY,
+                order: l.mobileOrder ?? l.row * 100 + l.col,
+              }}
+            >
+              {w.config.showTitle !== false && title && <h2>{title}</h2>}
+              {editing && (
+                <div class="widget-tools" role="toolbar" aria-label={`Arrange ${title}`}>
+                  <button type="button" onClick={() => setConfiguring(w)}>
+                    Configure
+                  </button>
+                  <button
+                    type="button"
+                    aria-label="Move left"
+                    onClick={() => move(wid, (x) => ({ ...x, col: x.col - 1 }))}
+                  >
+                    ←
+                  </button>
+                  <button
+                    type="button"
+                    aria-label="Move right"
+                    onClick={() => move(wid, (x) => ({ ...x, col: x.col + 1 }))}
+                  >
+                    →
+                  </button>
+                  <button
+                    type="button"
+                    aria-label="Move up"
+                    onClick={() => move(wid, (x) => ({ ...x, row: x.row - 1 }))}
+                  >
+                    ↑
+                  </button>
+                  <button
+                    type="button"
+                    aria-label="Move down"
+                    onClick={() => move(wid, (x) => ({ ...x, row: x.row + 1 }))}
+                  >
+                    ↓
+                  </button>
+                  <button
+                    type="button"
+                    aria-label="Wider"
+                    onClick={() => move(wid, (x) => ({ ...x, sizeX: x.sizeX + 1 }))}
+                  >
+                    ⇔+
+                  </button>
+                  <button
+                    type="button"
+                    aria-label="Narrower"
+                    onClick={() => move(wid, (x) => ({ ...x, sizeX: x.sizeX - 1 }))}
+                  >
+                    ⇔−
+                  </button>
+                  <button
+                    type="button"
+                    aria-label="Taller"
+                    onClick={() => move(wid, (x) => ({ ...x, sizeY: x.sizeY + 1 }))}
+                  >
+                    ⇕+
+                  </button>
+                  <button
+                    type="button"
+                    aria-label="Shorter"
+                    onClick={() => move(wid, (x) => ({ ...x, sizeY: x.sizeY - 1 }))}
+                  >
+                    ⇕−
+                  </button>
+                  <button
+                    type="button"
+                    onClick={() => {
+                      const next = { ...widgets };
+                      delete next[wid];
+                      update({ ...cfg, widgets: next, states: setLayout(wid, undefined) });
+                    }}
+                  >
+                    Remove
+                  </button>
+                </div>
+              )}
+              <div class="widget-body">
+                <WidgetBody widget={w} kind={kind} dashboard={cfg} devices={devices} />
+              </div>
+            </article>
+          );
+        })}
+      </div>
+      {placed.length === 0 && <p>No widgets yet.</p>}
+      {configuring && (
+        <WidgetDialog
+          widget={configuring === 'new' ? undefined : configuring}
+          cfg={cfg}
+          devices={devices}
+          onClose={() => setConfiguring(null)}
+          onSave={(w, aliases) => {
+            const isNew = configuring === 'new';
+            const bottom = Object.values(layout).reduce((m, l) => Math.max(m, l.row + l.sizeY), 0);
+            const next: DashboardConfig = {
+              ...cfg,
+              entityAliases: aliases,
+              widgets: { ...widgets, [w.id]: w },
+            };
+            next.states = isNew
+              ? setLayout(w.id, { sizeX: w.sizeX ?? 8, sizeY: w.sizeY ?? 5, row: bottom, col: 0 })
+              : cfg.states;
+            update(next);
+            setConfiguring(null);
+          }}
+        />
+      )}
+    </section>
+  );
+}
+
+/** Add or configure a widget: kind, title, entity alias (an existing one or a new one), keys. */
+function WidgetDialog(props: {
+  widget?: Widget;
+  cfg: DashboardConfig;
+  devices: Entity[];
+  onClose: () => void;
+  onSave: (w: Widget, aliases: Record<string, EntityAlias>) => void;
+}) {
+  const w = props.widget;
+  const aliases = props.cfg.entityAliases ?? {};
+  const ds = w?.config.datasources?.[0];
+  const [kind, setKind] = useState<WidgetKind>((w && widgetKind(w)) ?? 'line');
+  const [aliasChoice, setAliasChoice] = useState<string>(
+    ds?.entityAliasId ??
+      w?.config.targetDevice?.entityAliasId ??
+      Object.keys(aliases)[0] ??
+      'new-device',
+  );
+  const types = [...new Set(props.devices.map((d) => d.type))];
+  const submit = (e: Event) => {
+    e.preventDefault();
+    const f = new FormData(e.currentTarget as HTMLFormElement);
+    const title = String(f.get('title'));
+    const keys = String(f.get('keys') ?? '')
+      .split(',')
+      .map((k) => k.trim())
+      .filter(Boolean);
+    const keyType = String(f.get('keyType') ?? 'timeseries');
+    const nextAliases = { ...aliases };
+    let aliasId = aliasChoice;
+    if (aliasChoice === 'new-device' || aliasChoice === 'new-type') {
+      aliasId = crypto.randomUUID?.() ?? `a${Date.now()}`;
+      const device = props.devices.find((d) => d.id === f.get('device'));
+      const type = String(f.get('deviceType') ?? '');
+      nextAliases[aliasId] =
+        aliasChoice === 'new-device'
+          ? {
+              id: aliasId,
+              alias: device?.name ?? 'Device',
+              filter: {
+                type: 'singleEntity',
+                resolveMultiple: false,
+                singleEntity: { entityType: 'DEVICE', id: device?.id ?? '' },
+              },
+            }
+          : {
+              id: aliasId,
+              alias: `${type} devices`,
+              filter: {
+                type: 'deviceType',
+                resolveMultiple: true,
+                deviceTypes: [type],
+                deviceNameFilter: '',
+              },
+            };
+    }
+    const base = newWidget(kind, title, aliasId, []);
+    const dataKeys = keys.map((k) => ({ name: k, type: keyType, label: k }));
+    const next: Widget = w
+      ? {
+          ...w,
+          typeFullFqn: widgetKind(w) === kind ? w.typeFullFqn : base.typeFullFqn,
+          bundleAlias: widgetKind(w) === kind ? w.bundleAlias : undefined,
+          typeAlias: widgetKind(w) === kind ? w.typeAlias : undefined,
+          config: {
+            ...w.config,
+            title,
+            datasources: [
+              { ...(ds ?? { type: 'entity' }), type: 'entity', entityAliasId: aliasId, dataKeys },
+            ],
+            ...(kind === 'switch' || kind === 'button'
+              ? { targetDevice: { type: 'entity', entityAliasId: aliasId } }
+              : {}),
+          },
+        }
+      : {
+          ...base,
+          config: {
+            ...base.config,
+            datasources: [{ type: 'entity', entityAliasId: aliasId, dataKeys }],
+          },
+        };
+    if (kind === 'switch' || kind === 'button') {
+      next.config.settings = {
+        ...next.config.settings,
+        ...(kind === 'switch' && f.get('attributeKey')
+          ? {
+              onUpdateState: {
+                action: 'SET_ATTRIBUTE',
+                setAttribute: { scope: 'SHARED_SCOPE', key: String(f.get('attributeKey')) },
+              },
+            }
+          : {}),
+        ...(f.get('method')
+          ? kind === 'switch'
+            ? { setValueMethod: String(f.get('method')) }
+            : { methodName: String(f.get('method')) }
+          : {}),
+      };
+    }
+    if (kind === 'markdown')
+      next.config.settings = {
+        ...next.config.settings,
+        markdownTextPattern: String(f.get('markdown') ?? ''),
+      };
+    props.onSave(next, nextAliases);
+  };
+  const s = w?.config.settings ?? {};
+  return (
+    <Dialog title={w ? 'Configure widget' : 'Add widget'} onClose={props.onClose}>
+      <form class="stack" onSubmit={submit}>
+        <label>
+          Widget type
+          <select value={kind} onChange={(e) => setKind(e.currentTarget.value as WidgetKind)}>
+            {(Object.keys(KIND_LABELS) as WidgetKind[]).map((k) => (
+              <option key={k} value={k}>
+                {KIND_LABELS[k]}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Title
+          <input name="title" defaultValue={w?.config.title ?? ''} required />
+        </label>
+        <label>
+          Entity alias
+          <select value={aliasChoice} onChange={(e) => setAliasChoice(e.currentTarget.value)}>
+            {Object.values(aliases).map((a) => (
+              <option key={a.id} value={a.id}>
+                {a.alias}
+              </option>
+            ))}
+            <option value="new-device">New alias: one device…</option>
+            <option value="new-type">New alias: devices of a profile…</option>
+          </select>
+        </label>
+        {aliasChoice === 'new-device' && (
+          <label>
+            Device
+            <select name="device">
+              {props.devices.map((d) => (
+                <option key={d.id} value={d.id}>
+                  {d.name}
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
+        {aliasChoice === 'new-type' && (
+          <label>
+            Device profile
+            <select name="deviceType">
+              {types.map((t) => (
+                <option key={t}>{t}</option>
+              ))}
+            </select>
+          </label>
+        )}
+        {kind !== 'alarms' && kind !== 'button' && kind !== 'switch' && (
+          <>
+            <label>
+              Data keys (comma separated)
+              <input
+                name="keys"
+                defaultValue={(ds?.dataKeys ?? []).map((k) => k.name).join(', ')}
+              />
+            </label>
+            <label>
+              Key type
+              <select name="keyType">
+                <option value="timeseries">Time series</option>
+                <option value="attribute" selected={ds?.dataKeys?.[0]?.type === 'attribute'}>
+                  Attribute
+                </option>
+              </select>
+            </label>
+          </>
+        )}
+        {(kind === 'switch' || kind === 'button') && (
+          <label>
+            RPC method
+            <input name="method" defaultValue={String(s.setValueMethod ?? s.methodName ?? '')} />
+          </label>
+        )}
+        {kind === 'switch' && (
+          <label>
+            Or set this shared attribute
+            <input
+              name="attributeKey"
+              defaultValue={String(
+                (s.onUpdateState as { setAttribute?: { key?: string } } | undefined)?.setAttribute
+                  ?.key ?? '',
+              )}
+            />
+          </label>
+        )}
+        {kind === 'markdown' && (
+          <label>
+            Markdown (${'{key}'} shows the key's value)
+            <textarea name="markdown" rows={4} defaultValue={String(s.markdownTextPattern ?? '')} />
+          </label>
+        )}
+        <div class="buttons">
+          <button type="button" onClick={props.onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary">
+            {w ? 'Apply' : 'Add'}
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
