@@ -481,6 +481,23 @@ describe('rule engine', () => {
     }
   });
 
+  it('runs what the message queue hands over in the same turn; maxInFlight holds only async nodes', async () => {
+    // maxInFlight is 1 and the queue 5: five messages through synchronous nodes are all done
+    // in the turn that takes them from the message queue, with no turn of their own.
+    const chainId = await useChain(
+      chainFile('Sync', [['filter.TbMsgTypeSwitchNode', 'Switch', { version: 0 }]], []),
+    );
+    const engine = t.gw.services.rules.engine;
+    const processed = () => engine.stats().chains.find((c) => c.id === chainId)?.processed ?? -1;
+    const before = processed();
+    for (let i = 0; i < 5; i++) t.gw.services.messages.submit(msg('CONNECT_EVENT', { i }));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(processed(), before + 5);
+    assert.equal((await stats(chainId)).dropped, 0);
+    await api(`/api/ruleChain/${defaultRoot}/root`, undefined, 'POST');
+    await api(`/api/ruleChain/${chainId}`, undefined, 'DELETE');
+  });
+
   it('runs a generator node: periodic messages from a device, stored by the chain', async () => {
     const chainId = await useChain(
       chainFile(

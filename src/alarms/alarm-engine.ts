@@ -33,6 +33,7 @@ import {
   renderDetails,
   resetState,
   type SnapshotValue,
+  stateMoved,
 } from './rule-eval.js';
 import { type AlarmRuleStates, RuleStateStore } from './rule-state-store.js';
 import type { AlarmEvent } from './types.js';
@@ -99,8 +100,12 @@ interface DeviceState {
   readonly attrs: Record<AttributeScope, Map<string, SnapshotValue>>;
   readonly fields: Map<string, SnapshotValue>;
   readonly rules: Map<string, AlarmRuleStates>;
+  /** Rule ids whose stored state is out of date (written at the end of the turn). */
+  readonly dirty: Set<string>;
   /** Uncleared alarm id per alarm type; null = none; absent = not looked up yet. */
   readonly active: Map<string, string | null>;
+  /** What the rules read: built once per device state (in `#load`), not per evaluation. */
+  src: DataSource;
 }
 
 /** One data update (§1.9 step 1): values of one kind at one ts. */
@@ -187,12 +192,6 @@ function emptyStates(): AlarmRuleStates {
   return { create: {}, clear: emptyState(), lastTs: 0 };
 }
 
-function sameState(a: RuleState, b: RuleState): boolean {
-  return (
-    a.eventCount === b.eventCount && a.lastEventTs === b.lastEventTs && a.duration === b.duration
-  );
-}
-
 /**
  * The device-profile alarm engine (platform.md §1.9), ThingsBoard's Device Profile rule node.
  * `process(msg)` takes every committed message; telemetry, attributes and activity update a
@@ -207,7 +206,7 @@ export class AlarmEngine implements MessageProcessor {
   readonly #profiles = new Map<string, CompiledProfile | null>();
   /** Device states, least recently used first. */
   readonly #devices = new Map<string, DeviceState>();
-  /** Devices whose rule state changed and is not yet written. */
+  /** Devices with rule states not yet written (`DeviceState.dirty` names them). */
   readonly #dirty = new Set<DeviceState>();
   /** Devices evaluated since the last checkpoint of `lastTs`. */
   readonly #seen = new Set<DeviceState>();
@@ -222,8 +221,8 @@ export class AlarmEngine implements MessageProcessor {
 
   constructor(private readonly deps: AlarmEngineDeps) {
     this.#store = new RuleStateStore(deps.db);
-    this.#flushAll = deps.db.transaction((states: DeviceState[]) => {
-      for (const d of states) this.#writeStates(d);
+    this.#flushAll = deps.db.transaction((states: DeviceState[], all: boolean) => {
+      for (const d of states) this.#writeStates(d, all);
     });
   }
 
@@ -419,7 +418,7 @@ export class AlarmEngine implements MessageProcessor {
       let changed = false;
       for (const s of Object.values(st.create)) if (s) changed = resetState(s) || changed;
       changed = resetState(st.clear) || changed;
-      if (changed) this.#markDirty(d);
+      if (changed) this.#markDirty(d, alarm.def.id);
     }
   }
 
@@ -559,38 +558,23 @@ export class AlarmEngine implements MessageProcessor {
     touched: ReadonlySet<TouchKey>,
     ts: number,
   ): void {
-    const src = this.#source(d);
-    let st = d.rules.get(alarm.def.id);
-    if (!st) {
-      st = emptyStates();
-      d.rules.set(alarm.def.id, st);
+    const { src } = d;
+    let states = d.rules.get(alarm.def.id);
+    if (!states) {
+      states = emptyStates();
+      d.rules.set(alarm.def.id, states);
     }
-    const states = st;
     this.#stats.evaluations++;
-    let changed = false;
-    const run = (r: CompiledRule, s: RuleState): EvalResult => {
-      const before = { ...s };
-      let res: EvalResult;
-      try {
-        res = evalRule(r.rule, s, ts, src);
-      } catch (err) {
-        // §1.6: a dynamic count or duration that is not a number fails the evaluation.
-        this.#stats.failures++;
-        this.deps.log.warn(
-          { err, deviceId: d.id, alarmType: alarm.def.alarmType },
-          'alarm rule failed',
-        );
-        res = 'NOT_YET_TRUE';
-      }
-      if (!sameState(before, s)) changed = true;
-      return res;
-    };
+    let moved = false;
     let winner: CompiledRule | undefined;
     for (const r of alarm.creates) {
       if (!touchesAny(r.touch, touched)) continue;
       const sev = r.severity as AlarmSeverity;
       states.create[sev] ??= emptyState();
-      if (run(r, states.create[sev] as RuleState) === 'TRUE') {
+      const s = states.create[sev] as RuleState;
+      const res = this.#run(d, alarm, r, s, ts);
+      if (res.moved) moved = true;
+      if (res.result === 'TRUE') {
         winner = r;
         break;
       }
@@ -601,19 +585,47 @@ export class AlarmEngine implements MessageProcessor {
     }
     if (alarm.clear && touchesAny(alarm.clear.touch, touched)) {
       const activeId = this.#activeAlarm(d, alarm.def.alarmType);
-      if (activeId && run(alarm.clear, states.clear) === 'TRUE') {
-        this.#clear(d, alarm, activeId, src);
-        return;
+      if (activeId) {
+        const res = this.#run(d, alarm, alarm.clear, states.clear, ts);
+        if (res.moved) moved = true;
+        if (res.result === 'TRUE') {
+          this.#clear(d, alarm, activeId, src);
+          return;
+        }
       }
     }
-    if (changed) this.#markDirty(d);
+    if (moved) this.#markDirty(d, alarm.def.id);
+  }
+
+  /** One rule on one update; `moved`: its stored state must be written (see `stateMoved`). */
+  #run(
+    d: DeviceState,
+    alarm: CompiledAlarm,
+    r: CompiledRule,
+    s: RuleState,
+    ts: number,
+  ): { result: EvalResult; moved: boolean } {
+    const { eventCount, lastEventTs, duration } = s;
+    let result: EvalResult;
+    try {
+      result = evalRule(r.rule, s, ts, d.src);
+    } catch (err) {
+      // §1.6: a dynamic count or duration that is not a number fails the evaluation.
+      this.#stats.failures++;
+      this.deps.log.warn(
+        { err, deviceId: d.id, alarmType: alarm.def.alarmType },
+        'alarm rule failed',
+      );
+      result = 'NOT_YET_TRUE';
+    }
+    return { result, moved: stateMoved(eventCount, lastEventTs, duration, s) };
   }
 
   /** The timer's turn for one alarm (§1.9 DURATION details). */
   #evalTimed(d: DeviceState, alarm: CompiledAlarm, now: number): void {
     const st = d.rules.get(alarm.def.id);
     if (!st) return;
-    const src = this.#source(d);
+    const { src } = d;
     for (const r of alarm.creates) {
       const s = st.create[r.severity as AlarmSeverity];
       if (!r.duration || !s) continue;
@@ -623,7 +635,7 @@ export class AlarmEngine implements MessageProcessor {
       } catch {
         continue;
       }
-      if (res === 'FALSE') this.#markDirty(d);
+      if (res === 'FALSE') this.#markDirty(d, alarm.def.id);
       if (res === 'TRUE') {
         this.#raise(d, alarm, r, now, src, true);
         return;
@@ -701,23 +713,27 @@ export class AlarmEngine implements MessageProcessor {
   #commit(d: DeviceState, fn: (tx: AlarmTx) => void): void {
     this.deps.alarms.transact((tx) => {
       fn(tx);
-      this.#writeStates(d);
+      this.#writeStates(d, true);
     });
     this.#dirty.delete(d);
     this.#seen.delete(d);
   }
 
-  #writeStates(d: DeviceState): void {
+  /** Every rule state of the device with the `lastTs` checkpoint (`all`), or the dirty ones. */
+  #writeStates(d: DeviceState, all: boolean): void {
     let lastTs = 0;
     for (const v of d.ts.values()) lastTs = Math.max(lastTs, v.ts);
     for (const [ruleId, st] of d.rules) {
+      if (!all && !d.dirty.has(ruleId)) continue;
       st.lastTs = Math.max(st.lastTs, lastTs);
       this.#store.save(d.id, ruleId, st);
       this.#stats.stateWrites++;
     }
+    d.dirty.clear();
   }
 
-  #markDirty(d: DeviceState): void {
+  #markDirty(d: DeviceState, ruleId: string): void {
+    d.dirty.add(ruleId);
     this.#dirty.add(d);
     if (this.#flushScheduled) return;
     this.#flushScheduled = true;
@@ -735,7 +751,7 @@ export class AlarmEngine implements MessageProcessor {
     if (all) this.#seen.clear();
     if (set.size === 0 || !this.deps.db.open) return;
     try {
-      this.#flushAll([...set]);
+      this.#flushAll([...set], all);
     } catch (err) {
       this.#stats.failures++;
       this.deps.log.error({ err }, 'alarm rule state not saved');
@@ -775,7 +791,7 @@ export class AlarmEngine implements MessageProcessor {
       if (this.#dirty.has(oldest) || this.#seen.has(oldest)) {
         this.#dirty.delete(oldest);
         this.#seen.delete(oldest);
-        this.#flushAll([oldest]);
+        this.#flushAll([oldest], true);
       }
       this.#devices.delete(oldest.id);
       this.#timed.delete(oldest.id);
@@ -839,7 +855,20 @@ export class AlarmEngine implements MessageProcessor {
       }
     }
     const customerId = device.customerId.id === NULL_UUID ? null : device.customerId.id;
-    return { id, profile, customerId, ts, attrs, fields, rules, active: new Map() };
+    const d: DeviceState = {
+      id,
+      profile,
+      customerId,
+      ts,
+      attrs,
+      fields,
+      rules,
+      dirty: new Set(),
+      active: new Map(),
+      src: undefined as unknown as DataSource,
+    };
+    d.src = this.#source(d);
+    return d;
   }
 
   /**
@@ -896,7 +925,7 @@ export class AlarmEngine implements MessageProcessor {
   /** Drops a device's cached state (written first); it is reloaded on its next message. */
   #forget(id: string, deleted = false): void {
     const d = this.#devices.get(id);
-    if (d && !deleted && (this.#dirty.has(d) || this.#seen.has(d))) this.#flushAll([d]);
+    if (d && !deleted && (this.#dirty.has(d) || this.#seen.has(d))) this.#flushAll([d], true);
     if (d) {
       this.#dirty.delete(d);
       this.#seen.delete(d);

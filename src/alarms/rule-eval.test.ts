@@ -16,6 +16,7 @@ import {
   renderDetails,
   scheduleActive,
   splitList,
+  stateMoved,
 } from './rule-eval.js';
 
 function source(
@@ -155,6 +156,34 @@ describe('alarm rule evaluation (platform.md §1.4–§1.7)', () => {
     assert.equal(evalRule(r, st, 11_001, hot), 'TRUE');
     assert.equal(evalRule(r, st, 12_000, source({ t: 0 })), 'FALSE');
     assert.deepEqual(st, emptyState(), 'FALSE resets the state');
+  });
+
+  it('a DURATION that goes on keeps its start, so only its start and reset are written', () => {
+    const r = {
+      condition: {
+        condition: [
+          filter('t', 'NUMERIC', { type: 'NUMERIC', operation: 'GREATER', value: value(1) }),
+        ],
+        spec: { type: 'DURATION', unit: 'SECONDS', predicate: value(60) },
+      },
+    } as unknown as AlarmRule;
+    const st = emptyState();
+    const step = (ts: number, t: number) => {
+      const { eventCount, lastEventTs, duration } = st;
+      evalRule(r, st, ts, source({ t }));
+      return stateMoved(eventCount, lastEventTs, duration, st);
+    };
+    assert.equal(step(1000, 5), true, 'started');
+    assert.equal(step(2000, 5), false, 'goes on');
+    assert.equal(step(9000, 5), false, 'goes on');
+    // What was stored at the start gives the same elapsed time as the state in memory.
+    const stored = { eventCount: 0, lastEventTs: 1000, duration: 0 };
+    assert.equal(evalRuleAt(r, stored, 61_001, source({ t: 5 })), 'TRUE');
+    assert.equal(evalRuleAt(r, st, 61_001, source({ t: 5 })), 'TRUE');
+    assert.equal(evalRuleAt(r, stored, 61_000, source({ t: 5 })), 'NOT_YET_TRUE');
+    assert.equal(step(10_000, 0), true, 'reset');
+    assert.equal(step(11_000, 0), false, 'stays reset');
+    assert.equal(stateMoved(1, 0, 0, { eventCount: 2, lastEventTs: 0, duration: 0 }), true);
   });
 
   it('REPEATING counts consecutive matches', () => {

@@ -304,6 +304,19 @@ export function specThreshold(rule: AlarmRule, src: DataSource): number {
 }
 
 /**
+ * Whether a rule state (now `s`, before the three numbers) moved in a way its stored row must
+ * follow: a count, a DURATION that
+ * started or reset. A DURATION that goes on keeps its start (`lastEventTs - duration`), which
+ * is all a restart needs (the timer's elapsed time is `duration + now - lastEventTs`), so it is
+ * not written on every message; the periodic checkpoint writes it anyway.
+ */
+export function stateMoved(count: number, last: number, duration: number, s: RuleState): boolean {
+  if (count !== s.eventCount) return true;
+  if (last === s.lastEventTs && duration === s.duration) return false;
+  return !(last > 0 && s.lastEventTs > 0 && last - duration === s.lastEventTs - s.duration);
+}
+
+/**
  * Evaluates a rule on a data update at `ts` (§1.9 step 2): schedule and filters, then the spec
  * over `state` (mutated). FALSE resets the state.
  */

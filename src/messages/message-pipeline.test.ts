@@ -42,6 +42,29 @@ describe('MessagePipeline', () => {
     });
   });
 
+  it('ends each turn with endBatch, after the messages of that turn; a throwing one is counted', async () => {
+    const seen: string[] = [];
+    const p = new MessagePipeline({
+      log,
+      capacity: 8,
+      processor: {
+        process: (m) => seen.push(m.id),
+        endBatch: () => {
+          seen.push('end');
+          if (seen.length > 3) throw new Error('end failed');
+        },
+      },
+    });
+    p.submit(msg(1));
+    p.submit(msg(2));
+    await turn();
+    assert.deepEqual(seen, ['m1', 'm2', 'end']);
+    p.submit(msg(3));
+    await turn();
+    assert.deepEqual(seen, ['m1', 'm2', 'end', 'm3', 'end']);
+    assert.equal(p.stats().failed, 1);
+  });
+
   it('drops the oldest at the bound and counts it', () => {
     const seen: string[] = [];
     const p = new MessagePipeline({

@@ -144,6 +144,7 @@ export class MessagePipeline {
     if (this.#scheduled) clearImmediate(this.#scheduled);
     this.#scheduled = undefined;
     while (this.#size > 0) this.#take(this.#size);
+    this.#endBatch();
   }
 
   /** Processes what is queued, then refuses new entries. Safe to call twice. */
@@ -164,7 +165,16 @@ export class MessagePipeline {
       left -= n;
       if (performance.now() >= deadline) break;
     }
+    this.#endBatch();
     if (this.#size > 0) this.#scheduled = setImmediate(() => this.#drain());
+  }
+
+  #endBatch(): void {
+    try {
+      this.#processor.endBatch?.();
+    } catch (err) {
+      this.#fail(err, undefined);
+    }
   }
 
   #take(max: number): void {

@@ -103,4 +103,10 @@ export interface GatewayMsg {
  */
 export interface MessageProcessor {
   process(msg: GatewayMsg): void;
+  /**
+   * Called after each batch of `process` calls (one turn of the message queue): a processor
+   * that queues messages itself (the rule engine) runs them now instead of on a later turn of
+   * the event loop, so a message is not queued twice on its way. Must not throw.
+   */
+  endBatch?(): void;
 }

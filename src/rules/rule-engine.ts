@@ -5,6 +5,7 @@
  * nothing a node does escapes the engine. Each chain has a bounded queue: past the bound the
  * oldest waiting message is dropped, counted and logged (STYLE §12).
  */
+import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { GatewayMsg, MessageProcessor } from '../messages/types.js';
 import { derive } from './msg.js';
@@ -54,6 +55,16 @@ const DROP_LOG_INTERVAL_MS = 10_000;
 
 /** A node of a loaded chain, or why it could not be built (every message to it then fails). */
 type Slot = { node: RuleNode; name: string } | { error: string; name: string };
+
+/** A step of one message's walk: the node to run it on, and how many hops it has made. */
+interface Work {
+  readonly node: number;
+  readonly msg: GatewayMsg;
+  readonly hops: number;
+}
+
+/** Longest a pump holds the event loop before the rest of its queue waits for a later turn. */
+const PUMP_BUDGET_MS = 20;
 
 /** One unit of queued work: run a node, or route a node's output by labels. */
 interface Item {
@@ -152,6 +163,14 @@ export class RuleEngine implements MessageProcessor {
     } catch (err) {
       this.deps.log.error({ err, msgId: msg.id }, 'rule engine could not take a message');
     }
+  }
+
+  /**
+   * The message queue's turn ended: the chains run what it handed over now (within their
+   * budget), in the same turn, rather than after another turn of the event loop.
+   */
+  endBatch(): void {
+    for (const chain of this.#chains.values()) if (chain.size > 0) this.#pump(chain);
   }
 
   stats(): { chains: ChainStats[]; unrouted: number } {
@@ -290,62 +309,101 @@ export class RuleEngine implements MessageProcessor {
     });
   }
 
+  /**
+   * Runs queued messages until the queue is empty, `maxInFlight` messages wait on a promise, or
+   * the turn's budget is spent (then the rest waits for a later turn, so I/O interleaves). A
+   * message whose nodes all answer synchronously is finished within this call: only messages
+   * waiting on a node's promise hold an in-flight slot.
+   */
   #pump(chain: LoadedChain): void {
+    const deadline = performance.now() + PUMP_BUDGET_MS;
+    let n = 0;
     while (!chain.closed && chain.inFlight < this.#maxInFlight) {
       const item = chain.take();
       if (!item) return;
-      chain.inFlight++;
-      this.#run(chain, item).then(
-        () => {
-          chain.inFlight--;
-          chain.processed++;
-          if (chain.size > 0) this.#schedule(chain);
-        },
-        (err: unknown) => {
-          // @NOTE: #run catches node errors itself; this is a bug in the engine, logged loudly.
-          chain.inFlight--;
-          this.deps.log.error({ err, chainId: chain.def.id }, 'rule engine error');
-        },
-      );
+      const work: Work[] = [];
+      if (item.labels) this.#route(chain, item.node, item.labels, item.msg, 0, work);
+      else work.push({ node: item.node, msg: item.msg, hops: 0 });
+      const pending = this.#run(chain, work);
+      if (pending !== undefined) {
+        chain.inFlight++;
+        pending.then(
+          () => {
+            chain.inFlight--;
+            chain.processed++;
+            if (chain.size > 0) this.#schedule(chain);
+          },
+          (err: unknown) => {
+            // @NOTE: #run catches node errors itself; this is a bug in the engine, logged loudly.
+            chain.inFlight--;
+            this.deps.log.error({ err, chainId: chain.def.id }, 'rule engine error');
+          },
+        );
+      } else chain.processed++;
+      if (++n % 32 === 0 && performance.now() >= deadline) {
+        if (chain.size > 0) this.#schedule(chain);
+        return;
+      }
     }
   }
 
-  async #run(chain: LoadedChain, item: Item): Promise<void> {
-    const work: Array<{ node: number; msg: GatewayMsg; hops: number }> = [];
-    if (item.labels) this.#route(chain, item.node, item.labels, item.msg, 0, work);
-    else work.push({ node: item.node, msg: item.msg, hops: 0 });
+  /**
+   * Walks one message through the chain's nodes. Returns undefined when every node answered
+   * synchronously, else a promise of the rest of the walk after the first node that did not.
+   */
+  #run(chain: LoadedChain, work: Work[]): Promise<void> | undefined {
     for (let step = work.pop(); step; step = work.pop()) {
-      if (chain.closed) return;
+      if (chain.closed) return undefined;
       const slot = chain.slots[step.node];
       if (!slot) continue;
-      let result: NodeResult;
-      let error: string | undefined;
       if ('error' in slot) {
-        error = `Rule Node is not active! Failed to initialize: ${slot.error}`;
-        result = { labels: FAILURE, msg: step.msg };
-      } else {
-        try {
-          const r = slot.node.onMsg(step.msg);
-          result = isPromise(r) ? await r : r;
-        } catch (err) {
-          error = err instanceof Error ? err.message : String(err);
-          const metadata = failureMetadata(err);
-          result = {
-            labels: FAILURE,
-            msg: metadata
-              ? derive(step.msg, { metadata: { ...step.msg.metadata, ...metadata } })
-              : step.msg,
-          };
-        }
+        const error = `Rule Node is not active! Failed to initialize: ${slot.error}`;
+        this.#outputs(chain, step, { labels: FAILURE, msg: step.msg }, work, error);
+        continue;
       }
-      if (!result) continue;
-      const outputs = Array.isArray(result)
-        ? (result as readonly NodeOutput[])
-        : [result as NodeOutput];
-      for (const out of outputs) {
-        const labels = typeof out.labels === 'string' ? [out.labels] : out.labels;
-        this.#route(chain, step.node, labels, out.msg, step.hops + 1, work, error);
+      let r: NodeResult | Promise<NodeResult>;
+      try {
+        r = slot.node.onMsg(step.msg);
+      } catch (err) {
+        this.#nodeFailed(chain, step, err, work);
+        continue;
       }
+      if (isPromise(r)) {
+        const at = step;
+        return r.then(
+          (result) => {
+            this.#outputs(chain, at, result, work);
+            return this.#run(chain, work);
+          },
+          (err: unknown) => {
+            this.#nodeFailed(chain, at, err, work);
+            return this.#run(chain, work);
+          },
+        );
+      }
+      this.#outputs(chain, step, r, work);
+    }
+    return undefined;
+  }
+
+  /** A node threw or rejected: the message goes on `Failure` with the error in its metadata. */
+  #nodeFailed(chain: LoadedChain, step: Work, err: unknown, work: Work[]): void {
+    const error = err instanceof Error ? err.message : String(err);
+    const metadata = failureMetadata(err);
+    const msg = metadata
+      ? derive(step.msg, { metadata: { ...step.msg.metadata, ...metadata } })
+      : step.msg;
+    this.#outputs(chain, step, { labels: FAILURE, msg }, work, error);
+  }
+
+  #outputs(chain: LoadedChain, step: Work, result: NodeResult, work: Work[], error?: string): void {
+    if (!result) return;
+    const outputs = Array.isArray(result)
+      ? (result as readonly NodeOutput[])
+      : [result as NodeOutput];
+    for (const out of outputs) {
+      const labels = typeof out.labels === 'string' ? [out.labels] : out.labels;
+      this.#route(chain, step.node, labels, out.msg, step.hops + 1, work, error);
     }
   }
 
@@ -355,7 +413,7 @@ export class RuleEngine implements MessageProcessor {
     labels: readonly string[],
     msg: GatewayMsg,
     hops: number,
-    work: Array<{ node: number; msg: GatewayMsg; hops: number }>,
+    work: Work[],
     error?: string,
   ): void {
     const routes = chain.routes[from];
