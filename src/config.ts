@@ -76,7 +76,11 @@ export interface Config {
     readonly scriptTimeoutMs: number;
     readonly scriptMemoryMb: number;
   };
-  readonly alarms: { readonly retentionDays: number; readonly maxCount: number };
+  readonly alarms: {
+    readonly retentionDays: number;
+    readonly maxCount: number;
+    readonly maxComments: number;
+  };
   /** The live WebSocket API (`/api/ws`, docs/websocket.md). */
   readonly ws: {
     readonly maxPendingBytes: number;
@@ -148,6 +152,16 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 10_000_000,
     default: 100_000,
     help: 'Most alarms kept; beyond it the oldest cleared alarms are removed first',
+  },
+  {
+    path: 'alarms.maxComments',
+    flag: '--alarm-max-comments',
+    env: 'EDGE_ALARM_MAX_COMMENTS',
+    type: 'int',
+    min: 10,
+    max: 100_000,
+    default: 1000,
+    help: 'Most comments kept per alarm; beyond it the oldest are removed (counted in /metrics)',
   },
   {
     path: 'dataDir',

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { Hono } from 'hono';
 import type { DestinationStream } from 'pino';
 import { AlarmEngine } from './alarms/alarm-engine.js';
+import { registerAlarmMetrics } from './alarms/alarm-metrics.js';
 import { AlarmRetention } from './alarms/alarm-retention.js';
 import { AlarmService } from './alarms/alarm-service.js';
 import { AttributeService } from './attributes/attribute-service.js';
@@ -258,6 +259,11 @@ export class Gateway implements AsyncDisposable {
       // router, unless a test replaced the whole entry point.
       if (typeof custom !== 'object') s.clientRpc.setRouter(RULE_CHAINS_ANSWER);
       registerRuleMetrics(this.metrics, s.rules);
+      registerAlarmMetrics(this.metrics, {
+        alarms: s.alarms,
+        engine: s.alarmEngine,
+        retention: s.alarmRetention,
+      });
       const host = config.bind;
       const ops = {
         metrics: this.metrics,
@@ -716,6 +722,8 @@ async function buildServices(
       return row && { email: row.email, firstName: row.first_name, lastName: row.last_name };
     },
     submit: (msg) => messages.submit(msg),
+    audit,
+    maxCommentsPerAlarm: config.alarms.maxComments,
   });
   const alarmEngine = new AlarmEngine({
     db,

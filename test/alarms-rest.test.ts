@@ -32,7 +32,10 @@ describe('alarm REST API', () => {
   const clock = { now: Date.UTC(2026, 0, 1) };
 
   before(async () => {
-    t = await startGateway({ overrides: { now: () => clock.now } });
+    t = await startGateway({
+      overrides: { now: () => clock.now },
+      config: { alarms: { maxComments: 10 } },
+    });
     admin = await t.adminToken();
     device = (await createDevice(t, 'rest-1')).id;
     other = (await createDevice(t, 'rest-2')).id;
@@ -279,5 +282,85 @@ describe('alarm REST API', () => {
     const run = t.gw.services.alarmRetention.runOnce();
     assert.ok(run.aged >= 2, `aged: ${run.aged}`);
     assert.equal((await t.api(`/api/alarm/${made[2]}`, { token: admin })).status, 404);
+    assert.ok(metric(await metrics(), 'edge_alarm_retention_removed_total{reason="age"}') >= 2);
+  });
+
+  const metrics = async () => (await t.api('/metrics', { token: admin })).text();
+  const metric = (text: string, series: string): number => {
+    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+    assert.ok(line, `${series} in /metrics`);
+    return Number(line.slice(series.length + 1));
+  };
+
+  it("users' alarm operations are in the audit log; /metrics counts alarms per status", async () => {
+    const unack = 'edge_alarms{status="ACTIVE_UNACK"}';
+    const before = metric(await metrics(), unack);
+    clock.now += 1000;
+    const a = await post({ type: 'Audited', severity: 'MINOR', originator: originator(device) });
+    assert.equal(metric(await metrics(), unack), before + 1);
+    const me = await get<{ id: { id: string } }>('/api/auth/user');
+    const call = async (path: string, method = 'POST', body?: unknown) => {
+      const res = await t.api(path, { method, token: admin, body });
+      assert.equal(res.status, 200, `${path}: ${await res.clone().text()}`);
+      return res;
+    };
+    await call(`/api/alarm/${a.id.id}/ack`);
+    await call(`/api/alarm/${a.id.id}/assign/${me.id.id}`);
+    await call(`/api/alarm/${a.id.id}/assign`, 'DELETE');
+    const c = (await (
+      await call(`/api/alarm/${a.id.id}/comment`, 'POST', { comment: { text: 'checked' } })
+    ).json()) as { id: { id: string } };
+    await call(`/api/alarm/${a.id.id}/comment`, 'POST', { id: c.id, comment: { text: 'fixed' } });
+    await call(`/api/alarm/${a.id.id}/comment/${c.id.id}`, 'DELETE');
+    await call(`/api/alarm/${a.id.id}/clear`);
+    const text = await metrics();
+    assert.equal(metric(text, unack), before);
+    assert.ok(metric(text, 'edge_alarms{status="CLEARED_ACK"}') >= 1);
+    assert.ok(metric(text, 'edge_alarm_engine_devices') >= 0);
+    await call(`/api/alarm/${a.id.id}`, 'DELETE');
+    const logs = await get<Page<{ actionType: string; entityId: unknown; userName: string }>>(
+      '/api/audit/logs?pageSize=100&page=0&sortOrder=ASC',
+    );
+    const mine = logs.data.filter(
+      (l) => JSON.stringify(l.entityId) === JSON.stringify({ entityType: 'ALARM', id: a.id.id }),
+    );
+    assert.deepEqual(
+      mine.map((l) => l.actionType),
+      [
+        'ADDED',
+        'ALARM_ACK',
+        'ALARM_ASSIGNED',
+        'ALARM_UNASSIGNED',
+        'ADDED_COMMENT',
+        'UPDATED_COMMENT',
+        'DELETED_COMMENT',
+        'ALARM_CLEAR',
+        'DELETED',
+      ],
+    );
+    assert.ok(mine.every((l) => l.userName === mine[0].userName && l.userName));
+  });
+
+  it('keeps at most maxComments comments per alarm, the newest; the rest are counted', async () => {
+    clock.now += 1000;
+    const a = await post({ type: 'Chatty', severity: 'MINOR', originator: originator(device) });
+    for (let i = 0; i < 12; i++) {
+      clock.now += 1;
+      const res = await t.api(`/api/alarm/${a.id.id}/comment`, {
+        token: admin,
+        body: { comment: { text: `note ${i}` } },
+      });
+      assert.equal(res.status, 200);
+    }
+    const page = await get<Page<{ comment: { text: string } }>>(
+      `/api/alarm/${a.id.id}/comment?pageSize=100&page=0`,
+    );
+    assert.equal(page.totalElements, 10);
+    assert.deepEqual(
+      page.data.map((x) => x.comment.text),
+      Array.from({ length: 10 }, (_, i) => `note ${i + 2}`),
+    );
+    assert.ok(metric(await metrics(), 'edge_alarm_comments_trimmed_total') >= 2);
+    assert.ok(t.logs.some((l) => String(l.msg).startsWith('alarm comments at their bound')));
   });
 });

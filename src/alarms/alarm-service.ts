@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import type { ActionType, AuditService } from '../audit/audit-service.js';
 import { NULL_UUID, type PageData, type PageQuery, pageData } from '../common/entity.js';
 import type { Db } from '../db/open.js';
 import { NotFoundError, ValidationError } from '../errors.js';
@@ -38,13 +39,21 @@ export interface AlarmServiceDeps {
   ) => { email: string; firstName: string | null; lastName: string | null } | undefined;
   /** Where alarm messages go after commit (the processing pipeline); none by default. */
   readonly submit?: (msg: GatewayMsg) => void;
+  /** Where users' alarm operations are recorded (ThingsBoard's audit log action types). */
+  readonly audit?: Pick<AuditService, 'record'>;
+  /**
+   * Comments kept per alarm (default 1,000): past it the oldest are deleted, counted in
+   * `stats.commentsTrimmed` (assign/unassign cycles and user comments never grow it further).
+   */
+  readonly maxCommentsPerAlarm?: number;
   readonly now?: () => number;
 }
 
-/** Who acts on an alarm (REST callers); system comments name them. */
+/** Who acts on an alarm (REST callers); system comments and the audit log name them. */
 export interface AlarmActor {
   readonly userId: string;
   readonly email: string;
+  readonly customerId?: string | null;
 }
 
 /** What the alarm engine asks for: create, or update the uncleared alarm of that type. */
@@ -229,6 +238,8 @@ export class AlarmService {
   readonly #tx: (fn: () => unknown) => unknown;
   /** Events of the transaction running now; emitted after it commits. */
   #pending: Pending[] | undefined;
+  #commentsTrimmed = 0;
+  #trimLogged = false;
 
   constructor(private readonly deps: AlarmServiceDeps) {
     this.#store = new AlarmStore(deps.db);
@@ -237,6 +248,41 @@ export class AlarmService {
 
   #now(): number {
     return this.deps.now?.() ?? Date.now();
+  }
+
+  get stats(): { commentsTrimmed: number } {
+    return { commentsTrimmed: this.#commentsTrimmed };
+  }
+
+  /** A user's operation on an alarm, in the audit log (inside the operation's transaction). */
+  #audit(
+    actionType: ActionType,
+    row: Pick<AlarmRow, 'id' | 'type'>,
+    actor: AlarmActor,
+    actionData?: Record<string, unknown>,
+  ): void {
+    this.deps.audit?.record({
+      actionType,
+      entityId: { entityType: 'ALARM', id: row.id },
+      entityName: row.type,
+      user: { id: actor.userId, name: actor.email, customerId: actor.customerId ?? null },
+      actionData: actionData ?? null,
+    });
+  }
+
+  /** A new comment: the alarm keeps its newest `maxCommentsPerAlarm` (STYLE §12). */
+  #insertComment(row: CommentRow): void {
+    this.#store.insertComment(row);
+    const trimmed = this.#store.trimComments(row.alarm_id, this.deps.maxCommentsPerAlarm ?? 1000);
+    if (trimmed === 0) return;
+    this.#commentsTrimmed += trimmed;
+    if (!this.#trimLogged) {
+      this.#trimLogged = true;
+      this.deps.log.warn(
+        { alarmId: row.alarm_id, max: this.deps.maxCommentsPerAlarm ?? 1000 },
+        'alarm comments at their bound: the oldest are deleted (counted in edge_alarm_comments_trimmed_total)',
+      );
+    }
   }
 
   /**
@@ -358,6 +404,7 @@ export class AlarmService {
     };
     this.#store.update(next);
     this.#systemComment(row.id, `Alarm was cleared by ${this.#who(actor)}`, 'CLEAR', actor);
+    if (actor) this.#audit('ALARM_CLEAR', next, actor);
     return this.#record('CLEARED', next, actor === undefined);
   }
 
@@ -369,7 +416,7 @@ export class AlarmService {
   }
 
   #systemComment(alarmId: string, text: string, subtype: string, actor?: AlarmActor): void {
-    this.#store.insertComment({
+    this.#insertComment({
       id: randomUUID(),
       alarm_id: alarmId,
       created_time: this.#now(),
@@ -447,6 +494,7 @@ export class AlarmService {
           this.#store.update(row);
         }
       }
+      this.#audit(input.id ? 'UPDATED' : 'ADDED', row, actor, { severity: row.severity });
       if (input.acknowledged && row.acknowledged === 0) row = this.#ackRow(row, actor);
       if (input.cleared && row.cleared === 0) this.#clearRow(row, undefined, actor);
       return toAlarm(this.#row(row.id));
@@ -458,6 +506,7 @@ export class AlarmService {
     this.#store.update(next);
     this.#systemComment(row.id, `Alarm was acknowledged by ${this.#who(actor)}`, 'ACK', actor);
     this.#record('ACKNOWLEDGED', next);
+    this.#audit('ALARM_ACK', next, actor);
     return next;
   }
 
@@ -497,6 +546,7 @@ export class AlarmService {
         actor,
       );
       this.#record('ASSIGNED', next);
+      this.#audit('ALARM_ASSIGNED', next, actor, { assigneeId: userId });
     });
     return this.info(id);
   }
@@ -509,15 +559,17 @@ export class AlarmService {
       this.#store.update(next);
       this.#systemComment(id, `Alarm was unassigned by ${this.#who(actor)}`, 'UNASSIGN', actor);
       this.#record('UNASSIGNED', next);
+      this.#audit('ALARM_UNASSIGNED', next, actor);
     });
     return this.info(id);
   }
 
-  delete(id: string): void {
+  delete(id: string, actor?: AlarmActor): void {
     this.transact(() => {
       const row = this.#row(id);
       this.#store.delete(id);
       this.#record('DELETED', row);
+      if (actor) this.#audit('DELETED', row, actor);
     });
   }
 
@@ -542,7 +594,7 @@ export class AlarmService {
 
   /** `POST /api/alarm/{id}/comment`: adds a user comment, or edits one (with `id`). */
   saveComment(alarmId: string, body: unknown, actor: AlarmActor): AlarmComment {
-    this.#row(alarmId);
+    const alarm = this.#row(alarmId);
     const input = validate(commentBody, body, 'alarm comment');
     if (input.id) {
       const existing = this.#store.getComment(input.id.id);
@@ -551,17 +603,23 @@ export class AlarmService {
       if (existing.type === 'SYSTEM' || existing.user_id !== actor.userId)
         throw new ValidationError('Only the author may edit a comment');
       const comment = { ...input.comment, edited: true, editedOn: this.#now() };
-      this.#store.updateComment(existing.id, JSON.stringify(comment));
+      this.transact(() => {
+        this.#store.updateComment(existing.id, JSON.stringify(comment));
+        this.#audit('UPDATED_COMMENT', alarm, actor, { comment: existing.id });
+      });
       return toComment(this.#store.getComment(existing.id) as CommentRow);
     }
     const id = randomUUID();
-    this.#store.insertComment({
-      id,
-      alarm_id: alarmId,
-      created_time: this.#now(),
-      user_id: actor.userId,
-      type: 'OTHER',
-      comment: JSON.stringify(input.comment),
+    this.transact(() => {
+      this.#insertComment({
+        id,
+        alarm_id: alarmId,
+        created_time: this.#now(),
+        user_id: actor.userId,
+        type: 'OTHER',
+        comment: JSON.stringify(input.comment),
+      });
+      this.#audit('ADDED_COMMENT', alarm, actor, { comment: id });
     });
     return toComment(this.#store.getComment(id) as CommentRow);
   }
@@ -579,11 +637,19 @@ export class AlarmService {
       throw new NotFoundError(`Alarm comment with id [${commentId}] is not found`);
     if (existing.type === 'SYSTEM' || existing.user_id !== actor.userId)
       throw new ValidationError('Only the author may delete a comment');
-    this.#store.deleteComment(commentId);
+    const alarm = this.#row(alarmId);
+    this.transact(() => {
+      this.#store.deleteComment(commentId);
+      this.#audit('DELETED_COMMENT', alarm, actor, { comment: commentId });
+    });
   }
 
   count(): number {
     return this.#store.count();
+  }
+
+  countByStatus(): Record<string, number> {
+    return this.#store.countByStatus();
   }
 
   /**

@@ -176,6 +176,8 @@ export class AlarmStore {
   readonly #deleteComment;
   readonly #listComments;
   readonly #countComments;
+  readonly #trimComments;
+  readonly #byStatus;
   /** Dynamic list queries, by SQL text; bounded, oldest dropped first. */
   readonly #dynamic = new Map<string, Statement<unknown[]>>();
 
@@ -234,6 +236,13 @@ export class AlarmStore {
     this.#countComments = db.prepare<[string], { n: number }>(
       'SELECT count(*) AS n FROM alarm_comment WHERE alarm_id = ?',
     );
+    this.#byStatus = db.prepare<[], { acknowledged: number; cleared: number; n: number }>(
+      'SELECT acknowledged, cleared, count(*) AS n FROM alarm GROUP BY acknowledged, cleared',
+    );
+    this.#trimComments = db.prepare<[string, string, number]>(
+      `DELETE FROM alarm_comment WHERE alarm_id = ? AND id IN (SELECT id FROM alarm_comment
+         WHERE alarm_id = ? ORDER BY created_time DESC, rowid DESC LIMIT -1 OFFSET ?)`,
+    );
   }
 
   insert(row: AlarmRow): void {
@@ -263,6 +272,19 @@ export class AlarmStore {
 
   count(): number {
     return this.#count.get()?.n ?? 0;
+  }
+
+  /** Alarms per status (§2.2), every status present. */
+  countByStatus(): Record<string, number> {
+    const out: Record<string, number> = {
+      ACTIVE_UNACK: 0,
+      ACTIVE_ACK: 0,
+      CLEARED_UNACK: 0,
+      CLEARED_ACK: 0,
+    };
+    for (const r of this.#byStatus.all())
+      out[`${r.cleared ? 'CLEARED' : 'ACTIVE'}_${r.acknowledged ? 'ACK' : 'UNACK'}`] += r.n;
+    return out;
   }
 
   /** Deletes up to `limit` alarms cleared before `ts`, oldest first. */
@@ -325,6 +347,11 @@ export class AlarmStore {
 
   getComment(id: string): CommentRow | undefined {
     return this.#getComment.get(id);
+  }
+
+  /** Deletes the oldest comments of an alarm beyond the newest `keep`; returns how many. */
+  trimComments(alarmId: string, keep: number): number {
+    return this.#trimComments.run(alarmId, alarmId, keep).changes;
   }
 
   deleteComment(id: string): void {

@@ -30,6 +30,13 @@ export const ACTION_TYPES = [
   'CHANGE_OWNER',
   'ADDED_TO_ENTITY_GROUP',
   'REMOVED_FROM_ENTITY_GROUP',
+  'ALARM_ACK',
+  'ALARM_CLEAR',
+  'ALARM_ASSIGNED',
+  'ALARM_UNASSIGNED',
+  'ADDED_COMMENT',
+  'UPDATED_COMMENT',
+  'DELETED_COMMENT',
 ] as const;
 export type ActionType = (typeof ACTION_TYPES)[number];
 export type ActionStatus = 'SUCCESS' | 'FAILURE';

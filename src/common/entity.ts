@@ -14,7 +14,8 @@ export type EntityType =
   | 'ENTITY_GROUP'
   | 'RULE_CHAIN'
   | 'RULE_NODE'
-  | 'SCHEDULER_EVENT';
+  | 'SCHEDULER_EVENT'
+  | 'ALARM';
 
 export interface EntityId<T extends EntityType = EntityType> {
   readonly entityType: T;

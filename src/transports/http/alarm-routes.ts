@@ -23,7 +23,11 @@ import type { GroupService } from '../../groups/group-service.js';
 import { type HttpEnv, queryRecord, readJson } from './context.js';
 import type { RequireUser } from './middleware.js';
 
-const actorOf = (p: Principal): AlarmActor => ({ userId: p.userId, email: p.email });
+const actorOf = (p: Principal): AlarmActor => ({
+  userId: p.userId,
+  email: p.email,
+  customerId: p.customerId,
+});
 
 function list(raw: string | undefined): string[] | undefined {
   if (raw === undefined || raw.trim() === '') return undefined;
@@ -189,7 +193,8 @@ export function alarmRoutes(deps: {
   });
 
   app.delete(`/alarm/:alarmId${uuid}`, user, (c) => {
-    alarms.delete(alarmId(c.req.param('alarmId'), c.var.principal, 'write'));
+    const p = c.var.principal;
+    alarms.delete(alarmId(c.req.param('alarmId'), p, 'write'), actorOf(p));
     return c.json(true);
   });
 
