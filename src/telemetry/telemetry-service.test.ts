@@ -898,6 +898,64 @@ describe('log and blocks: commits append to ts_log, seals write compressed block
     }
   });
 
+  it('aggregates a series of doubles (NaN, -0, several seals, the open range) as from its raw points', async () => {
+    const f = await fixture();
+    try {
+      const d = f.device('st-doubles');
+      // 3 hours at one point a minute, in steps of 0.25 (sums are exact): NaN and -0 among them.
+      const value = (i: number) =>
+        i % 37 === 5 ? Number.NaN : i % 41 === 7 ? -0 : (i % 13) * 0.25 - 1;
+      const pts = Array.from({ length: 180 }, (_, i) => ({ ts: T0 + i * 60_000, v: value(i) }));
+      const write = (from: number, to: number) =>
+        f.telemetry.writePoints(
+          d,
+          pts
+            .slice(from, to)
+            .map((p) => ({ key: 'v', ts: p.ts, kind: 'double' as const, value: p.v })),
+        );
+      await write(0, 70);
+      f.telemetry.flush();
+      await write(70, 140);
+      f.telemetry.flush();
+      await write(140, 180);
+      assert.ok(blocks(f) >= 3);
+      assert.equal(staged(f), 40);
+      const startTs = T0 + 13 * 60_000 + 500;
+      const endTs = T0 + 171 * 60_000 + 1;
+      const interval = 25 * 60_000;
+      for (const agg of ['AVG', 'SUM', 'MIN', 'MAX', 'COUNT'] as const) {
+        const got = f.telemetry.query(
+          d.id,
+          history({
+            keys: 'v',
+            agg,
+            startTs: String(startTs),
+            endTs: String(endTs),
+            interval: String(interval),
+            orderBy: 'ASC',
+            useStrictDataTypes: 'true',
+          }),
+        ).v;
+        const want: Array<{ ts: number; value: number }> = [];
+        for (let b = startTs; b < endTs; b += interval) {
+          const bEnd = Math.min(b + interval, endTs);
+          const all = pts.filter((p) => p.ts >= b && p.ts < bEnd).map((p) => p.v);
+          const nums = all.filter((v) => !Number.isNaN(v));
+          const mid = b + Math.floor((bEnd - b) / 2);
+          if (agg === 'COUNT') want.push({ ts: mid, value: all.length });
+          else if (nums.length === 0) continue;
+          else if (agg === 'SUM') want.push({ ts: mid, value: nums.reduce((x, y) => x + y) });
+          else if (agg === 'AVG')
+            want.push({ ts: mid, value: nums.reduce((x, y) => x + y) / nums.length });
+          else want.push({ ts: mid, value: (agg === 'MIN' ? Math.min : Math.max)(...nums) });
+        }
+        assert.deepEqual(got, want, agg);
+      }
+    } finally {
+      await f.close();
+    }
+  });
+
   it('eviction drops whole blocks, oldest first, and cuts only the last one it needs', async () => {
     const f = await fixture({ maxPoints: 1000 }, 5000);
     try {
