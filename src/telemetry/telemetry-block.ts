@@ -492,8 +492,9 @@ export function decodeBlock(buf: Uint8Array): StoredValue[] {
 /**
  * One message in the durable log (`ts_log.data`): the points of one device as committed, in
  * arrival order: varint count, varint first ts, then per point varint key id, zigzag varint
- * ts − first ts, a kind byte (0 double, 1 long, 2 false, 3 true, 4 string, 5 JSON) and the
- * value (8 bytes for a double, a zigzag varint for a long, varint length + UTF-8 for text).
+ * ts − first ts, a kind byte (0 double, 1 long, 2 false, 3 true, 4 string, 5 JSON, 6..12 a
+ * double in decimal form with 0..6 decimals) and the value (8 bytes for a double, a zigzag
+ * varint for a long or a decimal's mantissa, varint length + UTF-8 for text).
  */
 export interface LogPoint {
   readonly keyId: number;
@@ -503,6 +504,26 @@ export interface LogPoint {
 }
 
 const LOG_KIND = { double: 0, long: 1, string: 4, json: 5 } as const;
+/** Kind codes 6..12: a double written as a decimal, mantissa / 10^(code - 6). */
+const LOG_DECIMAL = 6;
+/** Exact powers of ten (literals, not `**`) for the decimal form of doubles. */
+const POW10 = [1, 10, 100, 1000, 10000, 100000, 1000000] as const;
+
+/**
+ * The decimal form of a double, when one of up to 6 decimals gives back its exact bits:
+ * [scale, mantissa] with mantissa / 10^scale === value; undefined for NaN, ±Infinity, -0, more
+ * decimals or a mantissa beyond 2^48. A sensor reading such as 21.53 then takes a 2-3 byte
+ * varint instead of 8 bytes.
+ */
+function decimalOf(value: number): [number, number] | undefined {
+  if (!Number.isFinite(value) || Object.is(value, -0)) return undefined;
+  for (let scale = 0; scale < POW10.length; scale++) {
+    const m = Math.round(value * POW10[scale]);
+    if (Math.abs(m) > 2 ** 48) return undefined;
+    if (m / POW10[scale] === value) return [scale, m];
+  }
+  return undefined;
+}
 
 export function encodeLogRecord(points: readonly LogPoint[]): Uint8Array {
   const w = new BitWriter();
@@ -518,11 +539,18 @@ export function encodeLogRecord(points: readonly LogPoint[]): Uint8Array {
       case 'bool':
         w.varint(p.value ? 3 : 2);
         break;
-      case 'double':
+      case 'double': {
+        const dec = decimalOf(p.value as number);
+        if (dec) {
+          w.varint(LOG_DECIMAL + dec[0]);
+          w.varint(dec[1] < 0 ? -2 * dec[1] - 1 : 2 * dec[1]);
+          break;
+        }
         w.varint(LOG_KIND.double);
         dv.setFloat64(0, p.value as number);
         w.bytes(new Uint8Array(dv.buffer));
         break;
+      }
       case 'long': {
         w.varint(LOG_KIND.long);
         const v = p.value as number | bigint;
@@ -589,8 +617,15 @@ export function decodeLogRecord(buf: Uint8Array): LogPoint[] {
           value: decoder.decode(r.bytes(r.varint())),
         });
         break;
-      default:
-        throw new Error(`bad telemetry log record (kind ${code})`);
+      default: {
+        const scale = code - LOG_DECIMAL;
+        if (scale < 0 || scale >= POW10.length) {
+          throw new Error(`bad telemetry log record (kind ${code})`);
+        }
+        const zm = r.varint();
+        const m = zm % 2 === 1 ? -(zm + 1) / 2 : zm / 2;
+        out.push({ keyId, ts, kind: 'double', value: m / POW10[scale] });
+      }
     }
   }
   return out;
