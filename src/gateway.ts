@@ -492,6 +492,53 @@ export class Gateway implements AsyncDisposable {
       collect: () => this.#ws?.stats.slowClosed ?? 0,
     });
     m.gauge({
+      name: 'edge_auth_failures_total',
+      help: 'Failed authentications since start: device tokens over MQTT/CoAP and user logins, and how many of them were throttled',
+      type: 'counter',
+      labelNames: ['kind', 'outcome'],
+      collect: () => {
+        const d = s.deviceAuth.counts;
+        const l = s.auth.loginCounts;
+        return [
+          [{ kind: 'device', outcome: 'failed' }, d.failures],
+          [{ kind: 'device', outcome: 'throttled' }, d.throttled],
+          [{ kind: 'login', outcome: 'failed' }, l.failures],
+          [{ kind: 'login', outcome: 'throttled' }, l.throttled],
+        ];
+      },
+    });
+    m.gauge({
+      name: 'edge_throttle_entries',
+      help: 'Entries of the bounded throttle tables (device authentications per address, logins per account and address), now and dropped at the bound since start',
+      labelNames: ['table', 'state'],
+      collect: () => {
+        const d = s.deviceAuth.counts;
+        const { accounts, addresses } = s.auth.loginCounts;
+        return [
+          [{ table: 'device_address', state: 'tracked' }, d.entries],
+          [{ table: 'device_address', state: 'dropped' }, d.dropped],
+          [{ table: 'login_account', state: 'tracked' }, accounts.entries],
+          [{ table: 'login_account', state: 'dropped' }, accounts.dropped],
+          [{ table: 'login_address', state: 'tracked' }, addresses.entries],
+          [{ table: 'login_address', state: 'dropped' }, addresses.dropped],
+        ];
+      },
+    });
+    m.gauge({
+      name: 'edge_coap_refusals_total',
+      help: 'CoAP datagrams refused by the RFC 7252 checks, observations refused at their bounds and ended (unacknowledged, reset or expired) since start',
+      type: 'counter',
+      labelNames: ['reason'],
+      collect: () => {
+        const r = this.#coap?.refusals;
+        return [
+          [{ reason: 'malformed' }, r?.malformedDatagrams ?? 0],
+          [{ reason: 'observation_refused' }, r?.observationsRefused ?? 0],
+          [{ reason: 'observation_ended' }, r?.observationsEnded ?? 0],
+        ];
+      },
+    });
+    m.gauge({
       name: 'edge_mqtt_device_sessions',
       help: 'Devices connected over MQTT (one session per device)',
       collect: () => this.#mqtt?.connectedDevices ?? 0,

@@ -126,6 +126,34 @@ describe('metrics', () => {
       );
       assert.match(text, /^nodejs_eventloop_lag_seconds\{stat="p99"\} \d/m);
       await client.endAsync();
+
+      // Throttle and limit counters: a wrong device token over MQTT, a wrong password.
+      const wrong = await mqttConnect(t.gw.ports.mqtt, {
+        username: 'no-such-token',
+        reconnectPeriod: 0,
+      }).catch((err: Error) => err);
+      assert.ok(wrong instanceof Error, 'a wrong token is refused');
+      const login = await t.api('/api/auth/login', {
+        body: { username: 'nobody@test.local', password: 'wrong-password' },
+      });
+      assert.equal(login.status, 401);
+      const auth = await waitFor(async () => {
+        const s = await scrape(t, admin);
+        return sample(s, 'edge_auth_failures_total', 'kind="device",outcome="failed"') === 1
+          ? s
+          : undefined;
+      });
+      assert.equal(sample(auth, 'edge_auth_failures_total', 'kind="login",outcome="failed"'), 1);
+      assert.equal(sample(auth, 'edge_auth_failures_total', 'kind="login",outcome="throttled"'), 0);
+      assert.equal(
+        sample(auth, 'edge_throttle_entries', 'table="device_address",state="tracked"'),
+        1,
+      );
+      assert.equal(
+        sample(auth, 'edge_throttle_entries', 'table="login_account",state="dropped"'),
+        0,
+      );
+      assert.equal(sample(auth, 'edge_coap_refusals_total', 'reason="malformed"'), 0);
     } finally {
       await t.close();
     }

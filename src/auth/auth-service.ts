@@ -46,6 +46,9 @@ export class AuthService {
   readonly #throttle: LoginThrottle;
   /** Failed logins per address over every account (password spraying), at a higher bound. */
   readonly #addressThrottle: LoginThrottle;
+  /** Failed and throttled logins since start (metrics). */
+  #failures = 0;
+  #throttled = 0;
   #key: Uint8Array | undefined;
   /** The secret imported once as an HMAC key: jose would import raw bytes on every call. */
   #cryptoKey: Promise<CryptoKey> | undefined;
@@ -87,6 +90,24 @@ export class AuthService {
     return this.#cryptoKey;
   }
 
+  /**
+   * Failed and throttled logins since start, and the two throttle tables: entries tracked now
+   * and dropped at their bound.
+   */
+  get loginCounts(): {
+    failures: number;
+    throttled: number;
+    accounts: { entries: number; dropped: number };
+    addresses: { entries: number; dropped: number };
+  } {
+    return {
+      failures: this.#failures,
+      throttled: this.#throttled,
+      accounts: this.#throttle.counts,
+      addresses: this.#addressThrottle.counts,
+    };
+  }
+
   async login(username: unknown, password: unknown, address: string): Promise<JwtPair> {
     // Account names are case-insensitive e-mails; a non-string is counted under ''.
     const pair = `${address}|${typeof username === 'string' ? username.toLowerCase() : ''}`;
@@ -95,6 +116,7 @@ export class AuthService {
       this.#addressThrottle.retryAfterSec(address),
     );
     if (retry > 0) {
+      this.#throttled++;
       this.deps.log.warn({ address, username }, 'login throttled');
       this.#auditLogin(
         typeof username === 'string' ? username : '',
@@ -108,6 +130,7 @@ export class AuthService {
     }
     const row = await this.deps.users.verifyCredentials(username, password);
     if (!row) {
+      this.#failures++;
       this.#throttle.recordFailure(pair);
       this.#addressThrottle.recordFailure(address);
       this.deps.log.info({ address, username }, 'login failed');
@@ -119,6 +142,7 @@ export class AuthService {
       throw new AuthenticationError('Invalid username or password');
     }
     if (!row.enabled) {
+      this.#failures++;
       this.#throttle.recordFailure(pair);
       this.#addressThrottle.recordFailure(address);
       this.#auditLogin(username, row, 'User account is not active');

@@ -56,8 +56,11 @@ export class DeviceAuthThrottle {
     return this.opts.delayMs;
   }
 
-  /** Failed device authentications and how many of them were throttled, since start. */
-  get counts(): { failures: number; throttled: number } {
-    return { failures: this.#failures, throttled: this.#throttled };
+  /**
+   * Failed device authentications and how many of them were throttled, since start; addresses
+   * tracked now and dropped at the table's bound.
+   */
+  get counts(): { failures: number; throttled: number; entries: number; dropped: number } {
+    return { failures: this.#failures, throttled: this.#throttled, ...this.#table.counts };
   }
 }

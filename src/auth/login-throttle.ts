@@ -4,6 +4,8 @@
  */
 export class LoginThrottle {
   readonly #entries = new Map<string, { failures: number[]; lockedUntil: number }>();
+  /** Entries dropped at the table's bound since start. */
+  #dropped = 0;
 
   constructor(
     private readonly opts: {
@@ -40,7 +42,13 @@ export class LoginThrottle {
       // Map keeps insertion order: the first key is the least recently failed address.
       const oldest = this.#entries.keys().next().value;
       if (oldest !== undefined) this.#entries.delete(oldest);
+      this.#dropped++;
     }
+  }
+
+  /** Addresses (or keys) tracked now, and entries dropped at the bound since start. */
+  get counts(): { entries: number; dropped: number } {
+    return { entries: this.#entries.size, dropped: this.#dropped };
   }
 
   recordSuccess(address: string): void {
