@@ -229,9 +229,9 @@ describe('log records', () => {
       value,
     }));
     const back = decodeLogRecord(encodeLogRecord(points));
-    values.forEach((v, i) =>
-      assert.ok(Object.is(back[i].value, v), `${v} read as ${back[i].value}`),
-    );
+    for (const [i, v] of values.entries()) {
+      assert.ok(Object.is(back[i].value, v), `${v} read as ${back[i].value}`);
+    }
     // A reading with two decimals takes 1 byte of kind and 2-3 of mantissa, not 1 + 8.
     const one = (value: number) =>
       encodeLogRecord([{ keyId: 1, ts: T0, kind: 'double', value }]).length;
