@@ -114,3 +114,47 @@ test('build an alarm rule in the editor, trigger it over MQTT, acknowledge and c
   await page.getByText('No alarms.').waitFor();
   await screenshot(page, 'alarms-filtered');
 });
+
+test('rule chains: the root chain drawn read-only; OTA: upload, assign, progress from fw_state', async () => {
+  await page.getByRole('link', { name: 'Rule chains' }).click();
+  const root = page
+    .getByRole('table', { name: 'Rule chains' })
+    .locator('tr', { hasText: 'Root' })
+    .getByRole('link');
+  await root.click();
+  const graph = page.getByRole('img', { name: /^Graph of \d+ rule nodes$/ });
+  await graph.waitFor();
+  const nodes = Number(/(\d+)/.exec((await graph.getAttribute('aria-label')) ?? '')?.[1]);
+  assert.ok(nodes > 0, 'the root chain has nodes');
+  assert.equal(await graph.locator('rect').count(), nodes);
+  await screenshot(page, 'rule-chain');
+
+  await page.getByRole('link', { name: 'OTA' }).click();
+  await page.getByRole('button', { name: 'Upload package' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Upload package' });
+  await dialog.getByLabel('Title').fill('boiler-fw');
+  await dialog.getByLabel('Version').fill('1.1');
+  await dialog.locator('select[name="profile"]').selectOption({ label: 'Boilers' });
+  await dialog.getByLabel('File', { exact: true }).setInputFiles({
+    name: 'boiler-fw-1.1.bin',
+    mimeType: 'application/octet-stream',
+    buffer: Buffer.alloc(4096, 7),
+  });
+  await dialog.getByRole('button', { name: 'Upload' }).click();
+  const row = page
+    .getByRole('table', { name: 'OTA packages' })
+    .locator('tr', { hasText: 'boiler-fw' });
+  await row.getByText('(4096 B)').waitFor();
+  await row.getByRole('button', { name: 'Assign to profile' }).click();
+  await row.getByText('Assigned').waitFor();
+  await row.getByRole('button', { name: 'Progress' }).click();
+  assert.ok(device);
+  await device.publishAsync('v1/devices/me/telemetry', JSON.stringify({ fw_state: 'DOWNLOADING' }));
+  const state = page
+    .getByRole('table', { name: 'Update progress' })
+    .locator('tr[data-device="Boiler 7"] td.state');
+  await waitFor(async () => (await state.textContent()) === 'DOWNLOADING', 30_000, 'the fw_state');
+  await device.publishAsync('v1/devices/me/telemetry', JSON.stringify({ fw_state: 'UPDATED' }));
+  await waitFor(async () => (await state.textContent()) === 'UPDATED', 30_000, 'the next fw_state');
+  await screenshot(page, 'ota');
+});

@@ -1,6 +1,6 @@
 import { type ComponentType, render } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { api, errorText, session, type User } from './lib/api.js';
+import { ApiError, api, errorText, session, type User } from './lib/api.js';
 import { Ctx, isTenantAdmin } from './lib/app-context.js';
 import { LiveClient, type LiveState } from './lib/live.js';
 import { Link, match, navigate, useLocation } from './lib/router.js';
@@ -31,6 +31,19 @@ const ROUTES: Array<{ path: string; load: Loader }> = [
   {
     path: '/dashboards/:id',
     load: () => import('./pages/dashboards.js').then((m) => m.DashboardPage),
+  },
+  { path: '/ota', load: () => import('./pages/ota.js').then((m) => m.OtaPage) },
+  {
+    path: '/rule-chains',
+    load: () => import('./pages/rule-chains.js').then((m) => m.RuleChainsPage),
+  },
+  {
+    path: '/rule-chains/:id',
+    load: () => import('./pages/rule-chains.js').then((m) => m.RuleChainPage),
+  },
+  {
+    path: '/notifications',
+    load: () => import('./pages/notifications.js').then((m) => m.NotificationsPage),
   },
 ];
 
@@ -107,7 +120,39 @@ function Login() {
   );
 }
 
+const UNREAD_POLL_MS = 3000;
+
+/**
+ * The unread notification count, polled; undefined while the gateway has no inbox API (404),
+ * and then the badge and the inbox link are not shown.
+ */
+function useUnreadCount(): number | undefined {
+  const [count, setCount] = useState<number | undefined>(undefined);
+  useEffect(() => {
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const poll = async () => {
+      try {
+        setCount(Number(await api<number>('/api/notifications/unread/count')));
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 404) {
+          setCount(undefined);
+          return;
+        }
+      }
+      if (!stopped) timer = setTimeout(() => void poll(), UNREAD_POLL_MS);
+    };
+    void poll();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, []);
+  return count;
+}
+
 function Nav(props: { user: User; path: string; live: LiveState }) {
+  const unread = useUnreadCount();
   const items: Array<[string, string]> = [
     ['/devices', 'Devices'],
     ['/alarms', 'Alarms'],
@@ -115,6 +160,8 @@ function Nav(props: { user: User; path: string; live: LiveState }) {
       ? ([
           ['/profiles', 'Profiles'],
           ['/customers', 'Customers'],
+          ['/ota', 'OTA'],
+          ['/rule-chains', 'Rule chains'],
         ] as Array<[string, string]>)
       : []),
     ['/dashboards', 'Dashboards'],
@@ -139,6 +186,17 @@ function Nav(props: { user: User; path: string; live: LiveState }) {
         ))}
       </nav>
       <span class="who">
+        {unread !== undefined && (
+          <Link
+            href="/notifications"
+            class="bell"
+            aria-label={`Notifications, ${unread} unread`}
+            aria-current={props.path.startsWith('/notifications') ? 'page' : undefined}
+          >
+            Inbox
+            {unread > 0 && <span class="count">{unread}</span>}
+          </Link>
+        )}
         <span class={`dot ${props.live}`} title={`Live data: ${props.live}`} />
         <span class="email">{props.user.email}</span>
         <button type="button" onClick={signOut}>
@@ -155,6 +213,7 @@ function Shell(props: { user: User }) {
   const [liveState, setLiveState] = useState(live.state);
   useEffect(() => {
     const off = live.onState(setLiveState);
+    live.start();
     return () => {
       off();
       live.stop();

@@ -49,6 +49,12 @@ export class LiveClient {
     return () => this.#stateListeners.delete(l);
   }
 
+  /** Opens the socket ahead of the first subscription (the header shows its state). */
+  start(): void {
+    this.#stopped = false;
+    this.#connect();
+  }
+
   subscribe(cmd: SubCmd, onData: (data: TsData) => void): () => void {
     const sub: Sub = { cmdId: this.#nextId++, cmd, onData, seen: new Map() };
     this.#subs.set(sub.cmdId, sub);

@@ -1,7 +1,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { mergeInto, TimeChart, toSeries } from '../components/chart.js';
 import { CopyButton, ErrorText, formatTs, useAction, useLoad } from '../components/ui.js';
-import { api, errorText, qs } from '../lib/api.js';
+import { api, errorText, type PageData, qs } from '../lib/api.js';
 import { isTenantAdmin, useApp } from '../lib/app-context.js';
 import type { AttributeScope, TsData } from '../lib/live.js';
 import { Link } from '../lib/router.js';
@@ -10,7 +10,15 @@ import { accessToken, type Device, DeviceDialog } from './devices.js';
 
 /** Device details: latest telemetry (live), chart, attributes, RPC console, credentials, alarms. */
 
-const TABS = ['Latest telemetry', 'Chart', 'Attributes', 'RPC', 'Credentials', 'Alarms'] as const;
+const TABS = [
+  'Latest telemetry',
+  'Chart',
+  'Attributes',
+  'RPC',
+  'Credentials',
+  'Alarms',
+  'Audit',
+] as const;
 type Tab = (typeof TABS)[number];
 
 /** Live ts -> value store of one subscription; re-renders on every update. */
@@ -69,7 +77,7 @@ export function DevicePage(props: { params: Record<string, string> }) {
   const lastActivity = server.store.get('lastActivityTime');
   const lastActivityTs = lastActivity ? Number([...lastActivity.values()][0]) : 0;
   const d = device.data;
-  const tabs = TABS.filter((t) => admin || t !== 'Credentials');
+  const tabs = TABS.filter((t) => admin || (t !== 'Credentials' && t !== 'Audit'));
   return (
     <section>
       <p class="crumbs">
@@ -122,6 +130,7 @@ export function DevicePage(props: { params: Record<string, string> }) {
         {tab === 'RPC' && <RpcTab id={id} />}
         {tab === 'Credentials' && <CredentialsTab id={id} />}
         {tab === 'Alarms' && <AlarmTable source={`/api/alarm/DEVICE/${id}`} />}
+        {tab === 'Audit' && <AuditTab id={id} />}
       </div>
       {editing && d && (
         <DeviceDialog
@@ -621,5 +630,51 @@ function CredentialsTab(props: { id: string }) {
         Save credentials
       </button>
     </form>
+  );
+}
+
+interface AuditEntry {
+  id: { id: string };
+  createdTime: number;
+  entityId: { id: string } | null;
+  userName: string | null;
+  actionType: string;
+  actionStatus: string;
+}
+
+/** The device's entries of the audit log (newest first, from the last 500 entries). */
+function AuditTab(props: { id: string }) {
+  const log = useLoad(
+    () =>
+      api<PageData<AuditEntry>>(`/api/audit/logs${qs({ pageSize: 500, page: 0 })}`).then((p) =>
+        p.data.filter((e) => e.entityId?.id === props.id),
+      ),
+    [props.id],
+  );
+  return (
+    <>
+      <ErrorText error={log.error} />
+      <table aria-label="Audit log">
+        <thead>
+          <tr>
+            <th>Time</th>
+            <th>User</th>
+            <th>Action</th>
+            <th>Status</th>
+          </tr>
+        </thead>
+        <tbody>
+          {log.data?.map((e) => (
+            <tr key={e.id.id}>
+              <td>{formatTs(e.createdTime)}</td>
+              <td>{e.userName}</td>
+              <td>{e.actionType}</td>
+              <td>{e.actionStatus}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {log.data?.length === 0 && <p>No audit entries for this device.</p>}
+    </>
   );
 }

@@ -33,6 +33,24 @@ interface ProfileInfo {
 
 const NULL_ID = '13814000-1dd2-11b2-8080-808080808080';
 
+interface CustomerRow {
+  id: Id;
+  title: string;
+}
+
+/** The tenant's customers (for owner names and owner changes); empty for customer users. */
+function useCustomers(enabled: boolean) {
+  return useLoad(
+    () =>
+      enabled
+        ? api<PageData<CustomerRow>>(`/api/customers${qs({ pageSize: 1000, page: 0 })}`).then(
+            (p) => p.data,
+          )
+        : Promise.resolve([] as CustomerRow[]),
+    [enabled],
+  );
+}
+
 export function devicesPath(customerId: string | undefined, query: string): string {
   return customerId && customerId !== NULL_ID
     ? `/api/customer/${customerId}/devices${query}`
@@ -52,6 +70,11 @@ export function DevicesPage() {
   const [search, setSearch] = useState('');
   const [editing, setEditing] = useState<Device | 'new' | null>(null);
   const del = useAction();
+  const customers = useCustomers(admin);
+  const owner = (d: Device) =>
+    !d.customerId || d.customerId.id === NULL_ID
+      ? 'Tenant'
+      : (customers.data?.find((c) => c.id.id === d.customerId?.id)?.title ?? '');
   const list = useLoad(
     () =>
       api<PageData<Device>>(
@@ -100,6 +123,7 @@ export function DevicesPage() {
             <tr>
               <th>Name</th>
               <th>Profile</th>
+              {admin && <th class="wide">Owner</th>}
               <th class="wide">Label</th>
               <th class="wide">Created</th>
               <th>Actions</th>
@@ -112,6 +136,7 @@ export function DevicesPage() {
                   <Link href={`/devices/${d.id.id}`}>{d.name}</Link>
                 </td>
                 <td>{d.type}</td>
+                {admin && <td class="wide">{owner(d)}</td>}
                 <td class="wide">{d.label}</td>
                 <td class="wide">{formatTs(d.createdTime)}</td>
                 <td class="actions">
@@ -161,6 +186,8 @@ export function DeviceDialog(props: {
     [],
   );
   const save = useAction();
+  const customers = useCustomers(true);
+  const ownerBefore = d?.customerId && d.customerId.id !== NULL_ID ? d.customerId.id : '';
   const submit = async (e: Event) => {
     e.preventDefault();
     const f = new FormData(e.currentTarget as HTMLFormElement);
@@ -174,11 +201,21 @@ export function DeviceDialog(props: {
       additionalInfo: { ...(d?.additionalInfo ?? {}), gateway: f.get('gateway') === 'on' },
     };
     const token = String(f.get('token') ?? '');
+    const ownerAfter = String(f.get('owner') ?? '');
     await save.run(async () => {
-      const saved = await api<Device>(
+      let saved = await api<Device>(
         `/api/device${d ? '' : qs({ accessToken: token || undefined })}`,
         { body },
       );
+      // Owner changes go through ThingsBoard's assign/unassign calls.
+      if (ownerAfter !== ownerBefore) {
+        saved = await api<Device>(
+          ownerAfter
+            ? `/api/customer/${ownerAfter}/device/${saved.id.id}`
+            : `/api/customer/device/${saved.id.id}`,
+          { method: ownerAfter ? 'POST' : 'DELETE' },
+        );
+      }
       props.onSaved(saved, !d);
     });
   };
@@ -203,6 +240,17 @@ export function DeviceDialog(props: {
                 selected={d ? d.deviceProfileId?.id === p.id.id : p.default}
               >
                 {p.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Owner
+          <select name="owner">
+            <option value="">Tenant</option>
+            {customers.data?.map((c) => (
+              <option key={c.id.id} value={c.id.id} selected={c.id.id === ownerBefore}>
+                {c.title}
               </option>
             ))}
           </select>
