@@ -117,3 +117,71 @@ export function CopyButton(props: { text: () => Promise<string> | string; label:
 export function formatTs(ts: number | null | undefined): string {
   return ts ? new Date(ts).toLocaleString() : '';
 }
+
+/**
+ * Imports a JSON document from a file or pasted text: parses it and hands it to `onImport`
+ * (which saves it and may throw to show an error).
+ */
+export function JsonImportDialog(props: {
+  title: string;
+  fileLabel: string;
+  onImport: (parsed: unknown) => Promise<void>;
+  onClose: () => void;
+}) {
+  const [text, setText] = useState('');
+  const act = useAction();
+  const submit = (e: Event) => {
+    e.preventDefault();
+    void act.run(async () => {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch (err) {
+        throw new Error(`The file is not JSON: ${errorText(err)}`);
+      }
+      await props.onImport(parsed);
+    });
+  };
+  return (
+    <Dialog title={props.title} onClose={props.onClose}>
+      <form class="stack" onSubmit={submit}>
+        <label>
+          {props.fileLabel}
+          <input
+            type="file"
+            accept=".json,application/json"
+            onChange={(e) => {
+              const file = e.currentTarget.files?.[0];
+              if (file) void file.text().then(setText);
+            }}
+          />
+        </label>
+        <label>
+          Or paste the JSON
+          <textarea rows={8} value={text} onInput={(e) => setText(e.currentTarget.value)} />
+        </label>
+        <ErrorText error={act.error} />
+        <FormButtons onCancel={props.onClose} busy={act.busy || !text} label="Import" />
+      </form>
+    </Dialog>
+  );
+}
+
+/** A dialog form's buttons: cancel (closes) and submit (disabled while busy). */
+export function FormButtons(props: {
+  onCancel: () => void;
+  label: string;
+  cancelLabel?: string;
+  busy?: boolean;
+}) {
+  return (
+    <div class="buttons">
+      <button type="button" onClick={props.onCancel}>
+        {props.cancelLabel ?? 'Cancel'}
+      </button>
+      <button type="submit" class="primary" disabled={props.busy}>
+        {props.label}
+      </button>
+    </div>
+  );
+}

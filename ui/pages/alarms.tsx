@@ -1,5 +1,13 @@
 import { useEffect, useState } from 'preact/hooks';
-import { Dialog, ErrorText, formatTs, Paging, useAction, useLoad } from '../components/ui.js';
+import {
+  Dialog,
+  ErrorText,
+  FormButtons,
+  formatTs,
+  Paging,
+  useAction,
+  useLoad,
+} from '../components/ui.js';
 import { api, type Id, type PageData, qs } from '../lib/api.js';
 import { useApp } from '../lib/app-context.js';
 import { Link } from '../lib/router.js';
@@ -219,14 +227,12 @@ function Comments(props: { alarm: Alarm; onClose: () => void }) {
           <textarea name="text" required rows={2} />
         </label>
         <ErrorText error={add.error || list.error} />
-        <div class="buttons">
-          <button type="button" onClick={props.onClose}>
-            Close
-          </button>
-          <button type="submit" class="primary" disabled={add.busy}>
-            Add comment
-          </button>
-        </div>
+        <FormButtons
+          onCancel={props.onClose}
+          cancelLabel="Close"
+          busy={add.busy}
+          label="Add comment"
+        />
       </form>
     </Dialog>
   );

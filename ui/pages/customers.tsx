@@ -1,5 +1,13 @@
 import { useState } from 'preact/hooks';
-import { CopyButton, Dialog, ErrorText, Paging, useAction, useLoad } from '../components/ui.js';
+import {
+  CopyButton,
+  Dialog,
+  ErrorText,
+  FormButtons,
+  Paging,
+  useAction,
+  useLoad,
+} from '../components/ui.js';
 import { api, type Id, type PageData, qs, type User } from '../lib/api.js';
 import { Link } from '../lib/router.js';
 import type { Device } from './devices.js';
@@ -89,14 +97,7 @@ export function CustomersPage() {
               <input name="email" type="email" />
             </label>
             <ErrorText error={create.error} />
-            <div class="buttons">
-              <button type="button" onClick={() => setCreating(false)}>
-                Cancel
-              </button>
-              <button type="submit" class="primary" disabled={create.busy}>
-                Create
-              </button>
-            </div>
+            <FormButtons onCancel={() => setCreating(false)} busy={create.busy} label="Create" />
           </form>
         </Dialog>
       )}

@@ -1,7 +1,15 @@
 import { useState } from 'preact/hooks';
-import { Dialog, ErrorText, Paging, useAction, useLoad } from '../components/ui.js';
+import {
+  Dialog,
+  ErrorText,
+  FormButtons,
+  JsonImportDialog,
+  Paging,
+  useAction,
+  useLoad,
+} from '../components/ui.js';
 import { type Entity, useVisibleDevices, WidgetBody } from '../components/widgets.js';
-import { api, errorText, type PageData, qs } from '../lib/api.js';
+import { api, type PageData, qs } from '../lib/api.js';
 import { isTenantAdmin, useApp } from '../lib/app-context.js';
 import {
   type Dashboard,
@@ -107,14 +115,7 @@ export function DashboardsPage() {
               Title
               <input name="title" required />
             </label>
-            <div class="buttons">
-              <button type="button" onClick={() => setCreating(false)}>
-                Cancel
-              </button>
-              <button type="submit" class="primary" disabled={act.busy}>
-                Create
-              </button>
-            </div>
+            <FormButtons onCancel={() => setCreating(false)} busy={act.busy} label="Create" />
           </form>
         </Dialog>
       )}
@@ -147,54 +148,22 @@ function emptyDashboard(title: string): Dashboard {
 
 /** Imports a ThingsBoard dashboard export (a file or pasted JSON) as a new dashboard. */
 function ImportDialog(props: { onClose: () => void }) {
-  const [text, setText] = useState('');
-  const act = useAction();
-  const submit = (e: Event) => {
-    e.preventDefault();
-    void act.run(async () => {
-      let parsed: Dashboard;
-      try {
-        parsed = JSON.parse(text) as Dashboard;
-      } catch (err) {
-        throw new Error(`The file is not JSON: ${errorText(err)}`);
-      }
-      if (!parsed || typeof parsed.title !== 'string' || !parsed.configuration) {
-        throw new Error('Not a ThingsBoard dashboard export (no title or configuration)');
-      }
-      const { id: _id, createdTime: _c, tenantId: _t, assignedCustomers: _a, ...rest } = parsed;
-      const saved = await api<Dashboard>('/api/dashboard', { body: rest });
-      navigate(`/dashboards/${saved.id?.id}`);
-    });
+  const onImport = async (parsed: unknown) => {
+    const d = parsed as Dashboard | null;
+    if (!d || typeof d.title !== 'string' || !d.configuration) {
+      throw new Error('Not a ThingsBoard dashboard export (no title or configuration)');
+    }
+    const { id: _id, createdTime: _c, tenantId: _t, assignedCustomers: _a, ...rest } = d;
+    const saved = await api<Dashboard>('/api/dashboard', { body: rest });
+    navigate(`/dashboards/${saved.id?.id}`);
   };
   return (
-    <Dialog title="Import dashboard" onClose={props.onClose}>
-      <form class="stack" onSubmit={submit}>
-        <label>
-          Dashboard export file (JSON)
-          <input
-            type="file"
-            accept=".json,application/json"
-            onChange={(e) => {
-              const file = e.currentTarget.files?.[0];
-              if (file) void file.text().then(setText);
-            }}
-          />
-        </label>
-        <label>
-          Or paste the JSON
-          <textarea rows={8} value={text} onInput={(e) => setText(e.currentTarget.value)} />
-        </label>
-        <ErrorText error={act.error} />
-        <div class="buttons">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary" disabled={act.busy || !text}>
-            Import
-          </button>
-        </div>
-      </form>
-    </Dialog>
+    <JsonImportDialog
+      title="Import dashboard"
+      fileLabel="Dashboard export file (JSON)"
+      onImport={onImport}
+      onClose={props.onClose}
+    />
   );
 }
 
@@ -659,14 +628,7 @@ function WidgetDialog(props: {
             <textarea name="markdown" rows={4} defaultValue={String(s.markdownTextPattern ?? '')} />
           </label>
         )}
-        <div class="buttons">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary">
-            {w ? 'Apply' : 'Add'}
-          </button>
-        </div>
+        <FormButtons onCancel={props.onClose} label={w ? 'Apply' : 'Add'} />
       </form>
     </Dialog>
   );

@@ -3,6 +3,7 @@ import {
   CopyButton,
   Dialog,
   ErrorText,
+  FormButtons,
   formatTs,
   Paging,
   useAction,
@@ -270,14 +271,7 @@ export function DeviceDialog(props: {
           Is a gateway
         </label>
         <ErrorText error={save.error || profiles.error} />
-        <div class="buttons">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary" disabled={save.busy}>
-            Save
-          </button>
-        </div>
+        <FormButtons onCancel={props.onClose} busy={save.busy} label="Save" />
       </form>
     </Dialog>
   );

@@ -1,5 +1,13 @@
 import { useEffect, useState } from 'preact/hooks';
-import { Dialog, ErrorText, formatTs, Paging, useAction, useLoad } from '../components/ui.js';
+import {
+  Dialog,
+  ErrorText,
+  FormButtons,
+  formatTs,
+  Paging,
+  useAction,
+  useLoad,
+} from '../components/ui.js';
 import { api, type Id, type PageData, qs } from '../lib/api.js';
 import { useApp } from '../lib/app-context.js';
 
@@ -203,14 +211,7 @@ function UploadDialog(props: { profiles: Profile[]; onClose: () => void; onDone:
           <input name="file" type="file" required />
         </label>
         <ErrorText error={act.error} />
-        <div class="buttons">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary" disabled={act.busy}>
-            Upload
-          </button>
-        </div>
+        <FormButtons onCancel={props.onClose} busy={act.busy} label="Upload" />
       </form>
     </Dialog>
   );

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { Dialog, ErrorText, Paging, useAction, useLoad } from '../components/ui.js';
+import { Dialog, ErrorText, FormButtons, Paging, useAction, useLoad } from '../components/ui.js';
 import { api, type Id, type PageData, qs } from '../lib/api.js';
 import { Link, navigate } from '../lib/router.js';
 
@@ -212,14 +212,7 @@ export function ProfilesPage() {
               <input name="name" required />
             </label>
             <ErrorText error={create.error} />
-            <div class="buttons">
-              <button type="button" onClick={() => setCreating(false)}>
-                Cancel
-              </button>
-              <button type="submit" class="primary" disabled={create.busy}>
-                Create
-              </button>
-            </div>
+            <FormButtons onCancel={() => setCreating(false)} busy={create.busy} label="Create" />
           </form>
         </Dialog>
       )}

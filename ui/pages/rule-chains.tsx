@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { Dialog, ErrorText, Paging, useAction, useLoad } from '../components/ui.js';
+import { ErrorText, JsonImportDialog, Paging, useAction, useLoad } from '../components/ui.js';
 import { api, errorText, type Id, type PageData, qs } from '../lib/api.js';
 import { Link } from '../lib/router.js';
 
@@ -130,51 +130,16 @@ export function RuleChainsPage() {
 }
 
 function ImportChain(props: { onClose: () => void; onDone: () => void }) {
-  const [text, setText] = useState('');
-  const act = useAction();
-  const submit = (e: Event) => {
-    e.preventDefault();
-    void act
-      .run(async () => {
-        let body: unknown;
-        try {
-          body = JSON.parse(text);
-        } catch (err) {
-          throw new Error(`The file is not JSON: ${errorText(err)}`);
-        }
-        await api('/api/ruleChain/import', { body });
-      })
-      .then((ok) => ok && props.onDone());
-  };
   return (
-    <Dialog title="Import rule chain" onClose={props.onClose}>
-      <form class="stack" onSubmit={submit}>
-        <label>
-          Rule chain export (JSON file)
-          <input
-            type="file"
-            accept=".json,application/json"
-            onChange={(e) => {
-              const file = e.currentTarget.files?.[0];
-              if (file) void file.text().then(setText);
-            }}
-          />
-        </label>
-        <label>
-          Or paste the JSON
-          <textarea rows={8} value={text} onInput={(e) => setText(e.currentTarget.value)} />
-        </label>
-        <ErrorText error={act.error} />
-        <div class="buttons">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary" disabled={act.busy || !text}>
-            Import
-          </button>
-        </div>
-      </form>
-    </Dialog>
+    <JsonImportDialog
+      title="Import rule chain"
+      fileLabel="Rule chain export (JSON file)"
+      onImport={async (body) => {
+        await api('/api/ruleChain/import', { body });
+        props.onDone();
+      }}
+      onClose={props.onClose}
+    />
   );
 }
 
