@@ -87,6 +87,13 @@ export interface Config {
     readonly pingIntervalSec: number;
     readonly maxSubscriptionsPerSession: number;
   };
+  readonly notifications: {
+    readonly outboxMax: number;
+    readonly inboxMax: number;
+    readonly maxAttempts: number;
+    readonly retryBaseMs: number;
+    readonly retryMaxMs: number;
+  };
 }
 
 /** Secrets never live in the config file or the frozen Config that is logged. */
@@ -162,6 +169,51 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 100_000,
     default: 1000,
     help: 'Most comments kept per alarm; beyond it the oldest are removed (counted in /metrics)',
+  },
+  {
+    path: 'notifications.outboxMax',
+    env: 'EDGE_NOTIFY_OUTBOX_MAX',
+    type: 'int',
+    min: 10,
+    max: 1_000_000,
+    default: 10_000,
+    help: 'Undelivered notifications (email, SMS, webhook) kept; past it the oldest are dropped and counted',
+  },
+  {
+    path: 'notifications.inboxMax',
+    env: 'EDGE_NOTIFY_INBOX_MAX',
+    type: 'int',
+    min: 10,
+    max: 10_000_000,
+    default: 50_000,
+    help: "Notifications kept in the users' inboxes together; past it the oldest are removed and counted",
+  },
+  {
+    path: 'notifications.maxAttempts',
+    env: 'EDGE_NOTIFY_MAX_ATTEMPTS',
+    type: 'int',
+    min: 1,
+    max: 1000,
+    default: 20,
+    help: 'Delivery attempts of one notification before it is marked FAILED',
+  },
+  {
+    path: 'notifications.retryBaseMs',
+    env: 'EDGE_NOTIFY_RETRY_BASE_MS',
+    type: 'int',
+    min: 10,
+    max: 3_600_000,
+    default: 2000,
+    help: 'First retry delay of a failed notification; doubled (with jitter) per attempt',
+  },
+  {
+    path: 'notifications.retryMaxMs',
+    env: 'EDGE_NOTIFY_RETRY_MAX_MS',
+    type: 'int',
+    min: 10,
+    max: 86_400_000,
+    default: 300_000,
+    help: 'Longest retry delay of a failed notification',
   },
   {
     path: 'dataDir',

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { AlarmEvent } from './alarms/types.js';
 import type { AttributeScope, TypedAttributeKv } from './attributes/types.js';
 import type { Device } from './devices/device-service.js';
+import type { Notification } from './notifications/types.js';
 import type { RpcStatus } from './rpc/types.js';
 import type { TsKind } from './telemetry/telemetry-parser.js';
 
@@ -89,6 +90,12 @@ export interface GatewayEvents {
     entityId: string;
     keys: readonly string[];
   };
+  /** A notification reached a user's inbox (committed): WebSocket `NOTIFICATIONS` pushes it. */
+  'notification.created': { notification: Notification };
+  /** Notifications of a user were marked read (`ALL`: every one); `unread` is the count now. */
+  'notification.read': { recipientId: string; ids: readonly string[] | 'ALL'; unread: number };
+  /** A user deleted one of their notifications; `unread` is the count now. */
+  'notification.deleted': { recipientId: string; id: string; unread: number };
   /** A persistent server-side RPC changed status. */
   'rpc.status': { deviceId: string; rpcId: string; requestId: number; status: RpcStatus };
 }

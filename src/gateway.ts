@@ -38,6 +38,7 @@ import { createLoggers, type Loggers } from './logger.js';
 import { DeviceMessageService } from './messages/device-message-service.js';
 import type { MessageProcessor } from './messages/types.js';
 import { Metrics } from './metrics/metrics.js';
+import { createNotifications, type Notifications } from './notifications/notifications.js';
 import { OtaService } from './ota/ota-service.js';
 import { ProvisionService } from './provisioning/provision-service.js';
 import { type ClientRpcRouter, ClientRpcService } from './rpc/client-rpc.js';
@@ -75,6 +76,7 @@ import { groupRoutes } from './transports/http/group-routes.js';
 import { HttpServer } from './transports/http/http-server.js';
 import { requireUser } from './transports/http/middleware.js';
 import { noauthRoutes } from './transports/http/noauth-routes.js';
+import { adminSettingsRoutes, notificationRoutes } from './transports/http/notification-routes.js';
 import {
   backupRoutes,
   metricsApp,
@@ -91,6 +93,7 @@ import { telemetryRoutes } from './transports/http/telemetry-routes.js';
 import { userRoutes } from './transports/http/user-routes.js';
 import { ModbusMaster } from './transports/modbus/modbus-master.js';
 import { MqttServer } from './transports/mqtt/mqtt-server.js';
+import { GsmModem } from './transports/serial/gsm-modem.js';
 import { SerialLineConnector } from './transports/serial/serial-reader.js';
 import { WsApi } from './transports/ws/ws-api.js';
 import { UserService } from './users/user-service.js';
@@ -623,6 +626,7 @@ export interface Services {
   readonly connectors: ConnectorService;
   /** Live subscriptions of the WebSocket API. */
   readonly subscriptions: SubscriptionService;
+  readonly notifications: Notifications;
 }
 
 /**
@@ -757,11 +761,30 @@ async function buildServices(
     bus,
     submit: (msg) => messages.submit(messages.newMsg(msg)),
   });
+  const notifications = createNotifications({
+    db,
+    tenants,
+    bus,
+    log: loggers.notifications,
+    users,
+    devices,
+    alarmStatus: (id) => {
+      try {
+        return alarms.get(id).status;
+      } catch {
+        return undefined;
+      }
+    },
+    config: config.notifications,
+    modem: (c) => new GsmModem(c, loggers.notifications),
+  });
+  notifications.start();
   const alarms = new AlarmService({
     db,
     tenants,
     bus,
     log: loggers.alarms,
+    inTransaction: (event) => notifications.service.onAlarm(event),
     now: overrides.now,
     device: (id) => devices.owner(id),
     user: (id) => {
@@ -896,6 +919,7 @@ async function buildServices(
     scheduler,
     schedulerEvents,
     connectors,
+    notifications,
   };
 }
 
@@ -929,6 +953,7 @@ function registerRuleMetrics(metrics: Metrics, rules: Rules): void {
 async function stopServices(s: Services): Promise<void> {
   s.subscriptions.stop();
   await s.connectors.stop();
+  await s.notifications.stop();
   s.scheduler.stop();
   s.rules.stop();
   s.alarmRetention.stop();
@@ -1042,6 +1067,14 @@ function apiRoutes(
     },
     { path: '/api', app: schedulerRoutes({ events: s.schedulerEvents, requireUser: user }) },
     { path: '/api', app: connectorRoutes({ connectors: s.connectors, requireUser: user }) },
+    {
+      path: '/api',
+      app: notificationRoutes({ notifications: s.notifications, requireUser: user }),
+    },
+    {
+      path: '/api',
+      app: adminSettingsRoutes({ notifications: s.notifications, requireUser: user }),
+    },
     {
       path: '/api',
       app: alarmRoutes({

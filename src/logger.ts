@@ -25,6 +25,7 @@ export const SUBSYSTEMS = [
   'systemd',
   'connectors',
   'alarms',
+  'notifications',
 ] as const;
 export type Subsystem = (typeof SUBSYSTEMS)[number];
 export type Loggers = Readonly<Record<Subsystem, Logger>> & { readonly root: Logger };
@@ -37,6 +38,7 @@ const REDACT = [
   'accessToken',
   'secret',
   'secretKey',
+  'accountToken',
   'provisionDeviceSecret',
   'credentialsId',
   'credentialsValue',

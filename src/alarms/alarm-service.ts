@@ -37,6 +37,11 @@ export interface AlarmServiceDeps {
   readonly user: (
     id: string,
   ) => { email: string; firstName: string | null; lastName: string | null } | undefined;
+  /**
+   * Called for each alarm change inside its transaction, before the commit: what it writes
+   * (notification inbox and outbox rows) commits with the alarm.
+   */
+  readonly inTransaction?: (event: AlarmEvent) => void;
   /** Where alarm messages go after commit (the processing pipeline); none by default. */
   readonly submit?: (msg: GatewayMsg) => void;
   /** Where users' alarm operations are recorded (ThingsBoard's audit log action types). */
@@ -319,6 +324,7 @@ export class AlarmService {
   #record(action: AlarmAction, row: AlarmRow, byRule = false): AlarmEvent {
     const event: AlarmEvent = { action, alarm: toAlarm(row) };
     this.#pending?.push({ event, byRule });
+    this.deps.inTransaction?.(event);
     return event;
   }
 

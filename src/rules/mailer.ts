@@ -25,7 +25,7 @@ export class Mailer {
     const settings = smtp ?? this.deps.systemSmtp?.();
     if (!settings) throw new UnavailableError('System SMTP settings are not configured');
     await this.#transport(settings).sendMail({
-      from: mail.from ?? this.deps.defaultFrom ?? 'edge-gateway@localhost',
+      from: mail.from ?? settings.from ?? this.deps.defaultFrom ?? 'edge-gateway@localhost',
       to: mail.to,
       cc: mail.cc,
       bcc: mail.bcc,

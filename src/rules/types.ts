@@ -58,6 +58,8 @@ export interface SmtpSettings {
   readonly username?: string;
   readonly password?: string;
   readonly timeoutMs: number;
+  /** Sender address when a message names none (the system settings' `mailFrom`). */
+  readonly from?: string;
 }
 
 /**

@@ -150,6 +150,15 @@ export class UserService {
     return (await verifyPassword(password, row.password_hash)) ? row : undefined;
   }
 
+  /** Users a notification goes to (enabled ones; at most 1,000). */
+  recipients(f: {
+    authority?: 'TENANT_ADMIN' | 'CUSTOMER_USER';
+    customerId?: string;
+    ids?: readonly string[];
+  }): User[] {
+    return this.#store.select(f, 1000).map((r) => this.toUser(r));
+  }
+
   /** For audit records of failed logins: the account a username names, if any. */
   findIdByEmail(email: string): Pick<UserRow, 'id' | 'customer_id'> | undefined {
     const row = this.#store.byEmail(email);

@@ -122,6 +122,37 @@ export class UserStore {
     this.#setEnabled.run(enabled ? 1 : 0, id);
   }
 
+  /**
+   * Enabled users by authority, customer or id list (notification recipients); at most `limit`.
+   * Every condition given must hold.
+   */
+  select(
+    f: { authority?: Authority; customerId?: string; ids?: readonly string[] },
+    limit: number,
+  ): UserRow[] {
+    const where = ['enabled = 1'];
+    const args: unknown[] = [];
+    if (f.authority) {
+      where.push('authority = ?');
+      args.push(f.authority);
+    }
+    if (f.customerId) {
+      where.push('customer_id = ?');
+      args.push(f.customerId);
+    }
+    if (f.ids) {
+      where.push(`id IN (${f.ids.map(() => '?').join(',') || 'NULL'})`);
+      args.push(...f.ids);
+    }
+    // @NOTE: the id list varies in length, so this statement is prepared per call; it runs once
+    // per notification rule that fires, not per message.
+    return this.db
+      .prepare<unknown[], UserRow>(
+        `SELECT * FROM user WHERE ${where.join(' AND ')} ORDER BY created_time LIMIT ${limit}`,
+      )
+      .all(...args);
+  }
+
   countAdmins(): number {
     return this.#countAdmins.get()?.n ?? 0;
   }

@@ -12,6 +12,7 @@ import { m010SchedulerEvents } from './010-scheduler-events.js';
 import { m011Connectors } from './011-connectors.js';
 import { m012Alarms } from './012-alarms.js';
 import { m013TelemetryBlocks } from './013-telemetry-blocks.js';
+import { m014Notifications } from './014-notifications.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -28,4 +29,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m011Connectors,
   m012Alarms,
   m013TelemetryBlocks,
+  m014Notifications,
 ];

@@ -1,0 +1,203 @@
+/**
+ * The notification center's entities in ThingsBoard's JSON (platform.md §8): targets, templates,
+ * rules, inbox notifications, and the outbox rows that carry EMAIL, SMS and webhook deliveries.
+ * Request bodies are checked with zod here; the service turns them into rows.
+ */
+import { z } from 'zod';
+import { ALARM_SEVERITIES } from '../alarms/types.js';
+
+/** Delivery methods the gateway sends (ThingsBoard's `NotificationDeliveryMethod` subset + ours). */
+export const DELIVERY_METHODS = ['WEB', 'EMAIL', 'SMS', 'WEBHOOK'] as const;
+export type DeliveryMethod = (typeof DELIVERY_METHODS)[number];
+
+export const NOTIFICATION_TYPES = ['ALARM', 'DEVICE_ACTIVITY', 'GENERAL'] as const;
+export type NotificationType = (typeof NOTIFICATION_TYPES)[number];
+
+export const TRIGGER_TYPES = ['ALARM', 'DEVICE_ACTIVITY'] as const;
+export type TriggerType = (typeof TRIGGER_TYPES)[number];
+
+/** `notifyOn` of an ALARM rule (ThingsBoard's `AlarmAction`). */
+export const ALARM_NOTIFY_ON = ['CREATED', 'SEVERITY_CHANGED', 'ACKNOWLEDGED', 'CLEARED'] as const;
+/** `clearRule.alarmStatuses` (ThingsBoard's `AlarmSearchStatus`). */
+export const ALARM_CLEAR_STATUSES = ['ANY', 'ACTIVE', 'CLEARED', 'ACK', 'UNACK'] as const;
+
+const idRef = z.looseObject({ id: z.uuid() });
+const name = z.string().trim().min(1, 'name is required').max(255);
+
+/** ThingsBoard's `usersFilter` types we resolve (the others need a system administrator). */
+export const USERS_FILTERS = [
+  'TENANT_ADMINISTRATORS',
+  'CUSTOMER_USERS',
+  'USER_LIST',
+  'ALL_USERS',
+  'ORIGINATOR_ENTITY_OWNER_USERS',
+] as const;
+
+const usersFilter = z.discriminatedUnion('type', [
+  z.looseObject({ type: z.literal('TENANT_ADMINISTRATORS') }),
+  z.looseObject({ type: z.literal('ALL_USERS') }),
+  z.looseObject({ type: z.literal('ORIGINATOR_ENTITY_OWNER_USERS') }),
+  z.looseObject({ type: z.literal('CUSTOMER_USERS'), customerId: z.uuid() }),
+  z.looseObject({ type: z.literal('USER_LIST'), usersIds: z.array(z.uuid()).min(1).max(1000) }),
+]);
+
+const email = z.string().trim().email().max(255);
+const phone = z
+  .string()
+  .trim()
+  .regex(/^\+?[0-9]{3,20}$/, 'a phone number is digits with an optional leading +');
+const httpUrl = z
+  .string()
+  .url()
+  .refine((u) => /^https?:\/\//i.test(u), 'only http and https URLs');
+const headers = z.record(z.string(), z.string()).optional();
+
+/**
+ * A target: ThingsBoard's `PLATFORM_USERS`, plus plain lists of email addresses and phone
+ * numbers and a webhook (issue 14 §7), which ThingsBoard covers with Slack/Teams targets.
+ */
+export const targetConfig = z.discriminatedUnion('type', [
+  z.looseObject({
+    type: z.literal('PLATFORM_USERS'),
+    usersFilter,
+    description: z.string().nullish(),
+  }),
+  z.looseObject({
+    type: z.literal('EMAIL_ADDRESSES'),
+    emails: z.array(email).min(1).max(100),
+    description: z.string().nullish(),
+  }),
+  z.looseObject({
+    type: z.literal('PHONE_NUMBERS'),
+    phoneNumbers: z.array(phone).min(1).max(100),
+    description: z.string().nullish(),
+  }),
+  z.looseObject({
+    type: z.literal('WEBHOOK'),
+    url: httpUrl,
+    method: z.enum(['POST', 'PUT']).default('POST'),
+    headers,
+    description: z.string().nullish(),
+  }),
+]);
+export type TargetConfig = z.infer<typeof targetConfig>;
+
+export const targetBody = z.looseObject({
+  id: idRef.nullish(),
+  name,
+  configuration: targetConfig,
+});
+
+const methodTemplate = z.looseObject({
+  enabled: z.boolean().default(true),
+  subject: z.string().max(1000).nullish(),
+  body: z.string().max(10_000),
+});
+export type MethodTemplate = z.infer<typeof methodTemplate>;
+
+export const templateBody = z.looseObject({
+  id: idRef.nullish(),
+  name,
+  notificationType: z.enum(NOTIFICATION_TYPES),
+  configuration: z.looseObject({
+    deliveryMethodsTemplates: z
+      .partialRecord(z.enum(DELIVERY_METHODS), methodTemplate)
+      .refine((t) => Object.keys(t).length > 0, 'at least one delivery method'),
+  }),
+});
+
+/** `POST /api/notification/request`: a template (stored or inline) sent to targets now. */
+export const requestBody = z.looseObject({
+  templateId: idRef.nullish(),
+  template: templateBody.pick({ configuration: true }).nullish(),
+  targets: z.array(z.uuid()).min(1).max(100),
+  info: z.record(z.string(), z.unknown()).nullish(),
+});
+
+const alarmTrigger = z.looseObject({
+  triggerType: z.literal('ALARM'),
+  alarmTypes: z.array(z.string()).nullish(),
+  alarmSeverities: z.array(z.enum(ALARM_SEVERITIES)).nullish(),
+  notifyOn: z.array(z.enum(ALARM_NOTIFY_ON)).min(1),
+  clearRule: z
+    .looseObject({ alarmStatuses: z.array(z.enum(ALARM_CLEAR_STATUSES)).min(1) })
+    .nullish(),
+});
+export type AlarmTrigger = z.infer<typeof alarmTrigger>;
+
+const activityTrigger = z.looseObject({
+  triggerType: z.literal('DEVICE_ACTIVITY'),
+  devices: z.array(z.uuid()).nullish(),
+  deviceProfiles: z.array(z.uuid()).nullish(),
+  notifyOn: z.array(z.enum(['ACTIVE', 'INACTIVE'])).min(1),
+});
+export type ActivityTrigger = z.infer<typeof activityTrigger>;
+
+export const ruleBody = z.looseObject({
+  id: idRef.nullish(),
+  name,
+  enabled: z.boolean().default(true),
+  templateId: idRef,
+  triggerType: z.enum(TRIGGER_TYPES),
+  triggerConfig: z.discriminatedUnion('triggerType', [alarmTrigger, activityTrigger]),
+  recipientsConfig: z.looseObject({
+    triggerType: z.enum(TRIGGER_TYPES).optional(),
+    /** ALARM: delay in seconds -> target ids. */
+    escalationTable: z.record(z.string().regex(/^\d+$/), z.array(z.uuid())).optional(),
+    /** Other triggers: target ids. */
+    targets: z.array(z.uuid()).optional(),
+  }),
+  additionalConfig: z.looseObject({ description: z.string().nullish() }).nullish(),
+});
+export type RuleInput = z.infer<typeof ruleBody>;
+
+export type TriggerConfig = AlarmTrigger | ActivityTrigger;
+
+/** One inbox entry (ThingsBoard's `Notification`). */
+export interface Notification {
+  readonly id: { entityType: 'NOTIFICATION'; id: string };
+  readonly requestId: { entityType: 'NOTIFICATION_REQUEST'; id: string } | null;
+  readonly recipientId: { entityType: 'USER'; id: string };
+  readonly type: NotificationType;
+  readonly deliveryMethod: 'WEB';
+  readonly subject: string | null;
+  readonly text: string;
+  readonly additionalConfig: null;
+  readonly info: Record<string, unknown> | null;
+  readonly status: 'SENT' | 'READ';
+  readonly createdTime: number;
+}
+
+/** What an EMAIL, SMS or webhook delivery carries in its outbox row. */
+export interface OutboxPayload {
+  readonly subject?: string;
+  readonly body: string;
+  /** Webhooks: method and headers. */
+  readonly httpMethod?: 'POST' | 'PUT';
+  readonly headers?: Record<string, string>;
+}
+
+/** One attempt of an outbox delivery, as `GET /api/notification/deliveries` shows it. */
+export interface DeliveryAttempt {
+  readonly ts: number;
+  readonly ok: boolean;
+  readonly error?: string;
+}
+
+/** An outbox row as REST shows it. */
+export interface Delivery {
+  readonly id: string;
+  /** WEB only for a delayed escalation level (it reaches the inbox when due). */
+  readonly method: DeliveryMethod;
+  readonly recipient: string;
+  readonly ruleId: string | null;
+  readonly alarmId: string | null;
+  readonly subject: string | null;
+  readonly status: 'PENDING' | 'SENT' | 'FAILED' | 'CANCELLED';
+  readonly attempts: number;
+  readonly nextAttemptTime: number | null;
+  readonly lastError: string | null;
+  readonly history: readonly DeliveryAttempt[];
+  readonly createdTime: number;
+  readonly doneTime: number | null;
+}

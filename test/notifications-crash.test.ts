@@ -1,0 +1,137 @@
+/**
+ * The notification outbox survives SIGKILL (issue 14 §8): emails queued while the SMTP server
+ * is down are in SQLite with their alarms; after a kill and a restart they are all delivered
+ * once, in order, when the server comes back.
+ */
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { waitFor } from './helpers/gateway.js';
+import { startSmtp } from './helpers/notify.js';
+import {
+  BUNDLE,
+  type GatewayProcess,
+  LOOPBACK_EPHEMERAL,
+  spawnGateway,
+} from './helpers/process.js';
+
+const EMAIL = 'notify@test.local';
+const PASSWORD = 'notify-password-1';
+
+async function start(dir: string) {
+  const gw = await spawnGateway(['serve', '--data-dir', dir, ...LOOPBACK_EPHEMERAL], {
+    env: {
+      EDGE_ADMIN_EMAIL: EMAIL,
+      EDGE_ADMIN_PASSWORD: PASSWORD,
+      EDGE_NOTIFY_RETRY_BASE_MS: '100',
+      EDGE_NOTIFY_RETRY_MAX_MS: '500',
+    },
+  });
+  const base = `http://127.0.0.1:${gw.ports.http}`;
+  const login = await fetch(`${base}/api/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: EMAIL, password: PASSWORD }),
+  });
+  assert.equal(login.status, 200);
+  const { token } = (await login.json()) as { token: string };
+  const api = async <T>(path: string, body?: unknown): Promise<T> => {
+    const res = await fetch(`${base}${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { 'content-type': 'application/json', 'X-Authorization': `Bearer ${token}` },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    assert.equal(res.status, 200, `${path}: ${await res.clone().text()}`);
+    return (await res.json()) as T;
+  };
+  return { gw, api };
+}
+
+describe('notification outbox across SIGKILL', () => {
+  const dirs: string[] = [];
+  const procs: GatewayProcess[] = [];
+  after(async () => {
+    for (const p of procs) await p.stop('SIGKILL').catch(() => 'already gone');
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+
+  it('emails queued while SMTP is down are delivered after kill and restart, once each, in order', async () => {
+    assert.ok(existsSync(BUNDLE), 'run `node build.mjs` first: this test runs the built bundle');
+    const dir = await mkdtemp(join(tmpdir(), 'edge-notify-crash-'));
+    dirs.push(dir);
+    // A port with nothing listening: the SMTP server comes up there later.
+    const probe = await startSmtp();
+    const smtpPort = probe.port;
+    await probe.close();
+
+    const first = await start(dir);
+    procs.push(first.gw);
+    const { api } = first;
+    await api('/api/admin/settings', {
+      key: 'mail',
+      jsonValue: { mailFrom: 'gw@plant.local', smtpHost: '127.0.0.1', smtpPort, timeout: 2000 },
+    });
+    const target = await api<{ id: { id: string } }>('/api/notification/target', {
+      name: 'shift',
+      configuration: { type: 'EMAIL_ADDRESSES', emails: ['shift@plant.local'] },
+    });
+    const template = await api<{ id: { id: string } }>('/api/notification/template', {
+      name: 'mail',
+      notificationType: 'ALARM',
+      configuration: {
+        deliveryMethodsTemplates: {
+          EMAIL: { method: 'EMAIL', subject: 'A ${alarmType}', body: 'b' },
+        },
+      },
+    });
+    await api('/api/notification/rule', {
+      name: 'mail rule',
+      templateId: template.id,
+      triggerType: 'ALARM',
+      triggerConfig: { triggerType: 'ALARM', notifyOn: ['CREATED'] },
+      recipientsConfig: { escalationTable: { '0': [target.id.id] } },
+    });
+    const device = await api<{ id: { id: string } }>('/api/device', { name: 'crash-notify' });
+    const types = Array.from({ length: 5 }, (_, i) => `T${i}`);
+    for (const type of types) {
+      await api('/api/alarm', {
+        type,
+        originator: { entityType: 'DEVICE', id: device.id.id },
+        severity: 'MAJOR',
+      });
+    }
+    type Page = { data: Array<{ status: string; attempts: number; lastError: string | null }> };
+    // Each was tried and failed (the server is down), and waits for its retry.
+    await waitFor(
+      async () => {
+        const p = await api<Page>('/api/notification/deliveries?pageSize=50&page=0&status=PENDING');
+        return p.data.length === 5 && p.data.some((d) => d.attempts > 0 && d.lastError);
+      },
+      20_000,
+      'five pending emails with a failed attempt',
+    );
+    assert.equal(await first.gw.stop('SIGKILL'), 'SIGKILL');
+
+    const smtp = await startSmtp(smtpPort);
+    try {
+      const second = await start(dir);
+      procs.push(second.gw);
+      await waitFor(() => smtp.mails.length >= 5, 30_000, 'five emails after restart');
+      await new Promise((r) => setTimeout(r, 500));
+      const subjects = smtp.mails.map((m) => /Subject: (.*)/.exec(m.data)?.[1]?.trim());
+      assert.deepEqual(
+        subjects,
+        types.map((t) => `A ${t}`),
+      );
+      const sent = await second.api<Page>(
+        '/api/notification/deliveries?pageSize=50&page=0&status=SENT',
+      );
+      assert.equal(sent.data.length, 5);
+    } finally {
+      await smtp.close();
+    }
+  });
+});
