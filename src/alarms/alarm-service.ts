@@ -96,6 +96,8 @@ interface Pending {
   readonly event: AlarmEvent;
   /** Caused by a device-profile rule (an `ALARM` message), not by a user. */
   readonly byRule: boolean;
+  /** Not posted to `submit`: a rule node made it and sends its own output on. */
+  readonly quiet?: boolean;
 }
 
 const idRef = z.looseObject({ id: z.uuid() });
@@ -245,6 +247,7 @@ export class AlarmService {
   #pending: Pending[] | undefined;
   #commentsTrimmed = 0;
   #trimLogged = false;
+  #quiet = false;
 
   constructor(private readonly deps: AlarmServiceDeps) {
     this.#store = new AlarmStore(deps.db);
@@ -294,15 +297,17 @@ export class AlarmService {
    * Runs `fn` in one transaction with the alarm writes of `tx` and any other writes it makes
    * (rule state); emits the resulting events after the commit. Nested calls join the outer one.
    */
-  transact<T>(fn: (tx: AlarmTx) => T): T {
+  transact<T>(fn: (tx: AlarmTx) => T, opts: { quiet?: boolean } = {}): T {
     if (this.#pending) return fn(this.#txApi);
     const pending: Pending[] = [];
     this.#pending = pending;
+    this.#quiet = opts.quiet ?? false;
     let result: T;
     try {
       result = this.#tx(() => fn(this.#txApi)) as T;
     } finally {
       this.#pending = undefined;
+      this.#quiet = false;
     }
     for (const p of pending) this.#publish(p);
     return result;
@@ -323,7 +328,7 @@ export class AlarmService {
 
   #record(action: AlarmAction, row: AlarmRow, byRule = false): AlarmEvent {
     const event: AlarmEvent = { action, alarm: toAlarm(row) };
-    this.#pending?.push({ event, byRule });
+    this.#pending?.push({ event, byRule, quiet: this.#quiet });
     this.deps.inTransaction?.(event);
     return event;
   }
@@ -332,7 +337,7 @@ export class AlarmService {
     const { alarm, action } = p.event;
     this.deps.bus.emit('alarm', p.event);
     const submit = this.deps.submit;
-    if (!submit) return;
+    if (!submit || p.quiet) return;
     const flag = FLAG[action];
     try {
       submit({

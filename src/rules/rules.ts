@@ -3,9 +3,11 @@
  * engine, wired to the domain services nodes use.
  */
 import type { Logger } from 'pino';
+import type { AlarmService } from '../alarms/alarm-service.js';
 import type { AttributeService } from '../attributes/attribute-service.js';
 import type { Db } from '../db/open.js';
 import type { MessageProcessor } from '../messages/types.js';
+import type { SmsProviderConfig } from '../notifications/system-settings.js';
 import type { ClientRpcService } from '../rpc/client-rpc.js';
 import type { RpcService } from '../rpc/rpc-service.js';
 import type { TelemetryService } from '../telemetry/telemetry-service.js';
@@ -14,7 +16,7 @@ import { Mailer } from './mailer.js';
 import { RuleChainService } from './rule-chain-service.js';
 import { RuleEngine, type RuleEngineOptions } from './rule-engine.js';
 import { ScriptEngine, type ScriptLimits } from './script/sandbox.js';
-import type { SmtpSettings } from './types.js';
+import type { RuleServices, SmtpSettings } from './types.js';
 
 export interface RulesDeps extends RuleEngineOptions {
   readonly db: Db;
@@ -26,6 +28,10 @@ export interface RulesDeps extends RuleEngineOptions {
   readonly log: Logger;
   readonly scriptLimits?: Partial<ScriptLimits>;
   readonly systemSmtp?: () => SmtpSettings | undefined;
+  /** Alarms of the create/clear alarm nodes. */
+  readonly alarms?: Pick<AlarmService, 'transact' | 'get'>;
+  /** SMS of the send SMS node (the notification center's channels). */
+  readonly sendSms?: (number: string, text: string, provider?: SmsProviderConfig) => Promise<void>;
   /** The device-profile alarm engine, run by the device-profile node. */
   readonly profileAlarms?: MessageProcessor;
 }
@@ -74,6 +80,11 @@ export async function createRules(deps: RulesDeps): Promise<Rules> {
       },
       callDevice: (deviceId, body, oneway) => deps.rpc.call(deviceId, body, oneway),
       sendEmail: (mail, smtp) => mailer.send(mail, smtp),
+      sendSms: (number, text, provider) =>
+        deps.sendSms
+          ? deps.sendSms(number, text, provider)
+          : Promise.reject(new Error('SMS is not available')),
+      alarms: deps.alarms && alarmsFor(deps.alarms),
       profileAlarms: deps.profileAlarms,
     },
   });
@@ -89,6 +100,23 @@ export async function createRules(deps: RulesDeps): Promise<Rules> {
     stop() {
       ruleEngine.stop();
       mailer.close();
+    },
+  };
+}
+
+/** The alarm calls of the create/clear alarm nodes: one quiet transaction each. */
+function alarmsFor(a: Pick<AlarmService, 'transact' | 'get'>): NonNullable<RuleServices['alarms']> {
+  const quiet = { quiet: true };
+  return {
+    active: (originatorId, type) => a.transact((tx) => tx.active(originatorId, type), quiet),
+    raise: (req) => a.transact((tx) => tx.raise(req), quiet),
+    clear: (alarmId, details) => a.transact((tx) => tx.clear(alarmId, details), quiet),
+    get: (alarmId) => {
+      try {
+        return a.get(alarmId);
+      } catch {
+        return undefined;
+      }
     },
   };
 }

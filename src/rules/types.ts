@@ -3,8 +3,11 @@
  * reference §2, §3; STYLE §12).
  */
 import type { Logger } from 'pino';
+import type { AlarmTx } from '../alarms/alarm-service.js';
+import type { Alarm } from '../alarms/types.js';
 import type { AttributeScope, TypedAttributeKv } from '../attributes/types.js';
 import type { GatewayMsg, MessageProcessor } from '../messages/types.js';
+import type { SmsProviderConfig } from '../notifications/system-settings.js';
 import type { RpcCallResult } from '../rpc/types.js';
 import type { TimeseriesQuery } from '../telemetry/telemetry-query.js';
 import type { TimeseriesResult } from '../telemetry/telemetry-service.js';
@@ -85,6 +88,18 @@ export interface RuleServices {
   callDevice(deviceId: string, body: unknown, oneway: boolean): Promise<RpcCallResult>;
   /** Sends an email with the system SMTP settings, or with `smtp` when given. */
   sendEmail(mail: EmailMessage, smtp?: SmtpSettings): Promise<void>;
+  /** Sends one SMS with the system SMS provider, or with `provider` when given. */
+  sendSms(number: string, text: string, provider?: SmsProviderConfig): Promise<void>;
+  /**
+   * Alarms for the create/clear alarm nodes; each call is its own transaction, and its change is
+   * not posted to the root chain again (the node sends its own output on).
+   */
+  readonly alarms?: {
+    active: AlarmTx['active'];
+    raise(req: Parameters<AlarmTx['raise']>[0]): ReturnType<AlarmTx['raise']>;
+    clear: AlarmTx['clear'];
+    get(alarmId: string): Alarm | undefined;
+  };
   /**
    * The device-profile alarm engine (issue 13), when it is wired: the device-profile node hands it
    * every message it sees, as ThingsBoard's node evaluates the profile's alarm rules.

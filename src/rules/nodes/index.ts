@@ -10,6 +10,7 @@ import {
   saveAttributes,
   saveTimeseries,
 } from './action.js';
+import { clearAlarm, createAlarm } from './alarm.js';
 import { originatorAttributes, originatorTelemetry } from './enrichment.js';
 import { restApiCall, sendEmail } from './external.js';
 import {
@@ -19,6 +20,7 @@ import {
   scriptFilter,
   scriptSwitch,
 } from './filter.js';
+import { sendSms } from './sms.js';
 import { copyKeys, deleteKeys, renameKeys, scriptTransform, toEmail } from './transform.js';
 
 export const NODE_SPECS: ReadonlyMap<string, NodeSpec> = new Map(
@@ -45,5 +47,8 @@ export const NODE_SPECS: ReadonlyMap<string, NodeSpec> = new Map(
     rpcRequest,
     restApiCall,
     sendEmail,
+    sendSms,
+    createAlarm,
+    clearAlarm,
   ].map((spec) => [spec.type, spec]),
 );
