@@ -671,7 +671,15 @@ async function buildServices(
   const otaCheck = (...args: Parameters<OtaService['check']>) => ota.check(...args);
   // A deleted profile takes its OTA packages with it (ThingsBoard's cascading foreign key).
   const otaRemove = (profileId: string) => ota.deleteOfProfile(profileId);
-  const profiles = new DeviceProfileService({ db, tenants, bus, otaCheck, otaRemove });
+  const profiles = new DeviceProfileService({
+    db,
+    tenants,
+    bus,
+    otaCheck,
+    otaRemove,
+    // Rule chains are made later; a profile is saved only after start.
+    ruleChainExists: (id) => rules.chains.definition(id) !== undefined,
+  });
   profiles.init();
   const profileTransports = new ProfileTransports({ profiles, bus, log: loggers.gateway });
   profileTransports.start();
@@ -826,6 +834,16 @@ async function buildServices(
     rpc,
     clientRpc,
     profileAlarms: alarmEngine,
+    // The message's `deviceType` names the profile; other messages look the device up.
+    profileChainOf: (deviceId, msg) => {
+      const type = msg.metadata.deviceType;
+      if (type !== undefined) return profiles.defaultChainOf(type);
+      try {
+        return profiles.defaultChainOf(devices.get(deviceId).type);
+      } catch {
+        return null;
+      }
+    },
     alarms,
     systemSmtp: () => notifications.settings.smtp(),
     sendSms: (number, text, provider) => notifications.channels.sms(number, text, provider),

@@ -94,6 +94,8 @@ interface ProfileRow {
   /** Migration 004; undefined on an older schema. */
   firmware_id?: string | null;
   software_id?: string | null;
+  /** Migration 015. */
+  default_rule_chain_id?: string | null;
 }
 
 export interface ProvisionConfiguration {
@@ -116,7 +118,7 @@ export interface DeviceProfile {
   readonly provisionDeviceKey: string | null;
   readonly firmwareId: EntityId<'OTA_PACKAGE'> | null;
   readonly softwareId: EntityId<'OTA_PACKAGE'> | null;
-  readonly defaultRuleChainId: null;
+  readonly defaultRuleChainId: EntityId<'RULE_CHAIN'> | null;
   readonly defaultDashboardId: null;
   readonly defaultQueueName: null;
   readonly default: boolean;
@@ -154,6 +156,7 @@ const profileBody = z
     provisionDeviceKey: z.string().max(255).nullable().optional(),
     firmwareId: idRef.nullable().optional(),
     softwareId: idRef.nullable().optional(),
+    defaultRuleChainId: idRef.nullable().optional(),
     profileData: z
       .object({
         provisionConfiguration: z
@@ -182,6 +185,8 @@ export interface DeviceProfileServiceDeps {
   readonly otaCheck?: OtaPackageCheck;
   /** Deletes a deleted profile's OTA packages; without it a profile with packages cannot be deleted. */
   readonly otaRemove?: OtaPackagesRemover;
+  /** Whether a rule chain exists (`defaultRuleChainId`); without it that field is refused. */
+  readonly ruleChainExists?: (id: string) => boolean;
 }
 
 /**
@@ -190,6 +195,9 @@ export interface DeviceProfileServiceDeps {
  */
 export class DeviceProfileService {
   readonly #byId;
+  #setChain: Statement<[string | null, string]> | undefined;
+  /** Profile name -> `defaultRuleChainId`, loaded on first use and after each change. */
+  #chainByName: Map<string, string> | undefined;
   readonly #byName;
   readonly #byKey;
   readonly #default;
@@ -339,6 +347,11 @@ export class DeviceProfileService {
       this.deps.otaCheck(kind, pkg, id);
     }
 
+    const chainId = input.defaultRuleChainId?.id.toLowerCase() ?? null;
+    if (chainId !== null && !this.deps.ruleChainExists?.(chainId))
+      throw new ValidationError(
+        `Invalid device profile: defaultRuleChainId: rule chain [${chainId}] is not found`,
+      );
     const { provisionConfiguration: _pc, ...restData } = input.profileData ?? {};
     const profileData = {
       ...defaultProfileData(),
@@ -361,10 +374,16 @@ export class DeviceProfileService {
       created_time: existing?.created_time ?? Date.now(),
       firmware_id: firmwareId,
       software_id: softwareId,
+      default_rule_chain_id: chainId,
     };
     this.deps.db.transaction(() => {
       if (existing) this.#update.run(row);
       else this.#insert.run(row);
+      // Prepared on first use: the column comes with migration 015.
+      this.#setChain ??= this.deps.db.prepare(
+        'UPDATE device_profile SET default_rule_chain_id = ? WHERE id = ?',
+      );
+      this.#setChain.run(chainId, id);
       if (existing || firmwareId || softwareId) {
         // Prepared on first use: the columns come with migration 004.
         this.#setOta ??= this.deps.db.prepare(
@@ -373,6 +392,7 @@ export class DeviceProfileService {
         this.#setOta.run(firmwareId, softwareId, id);
       }
     })();
+    this.#chainByName = undefined;
     this.deps.bus?.emit('deviceProfile.updated', { profileId: id });
     return toProfile(row);
   }
@@ -466,10 +486,28 @@ export class DeviceProfileService {
       }
       throw err;
     }
+    this.#chainByName = undefined;
     this.deps.bus?.emit('deviceProfile.deleted', { profileId: id });
   }
 
   /** ThingsBoard's `POST /api/deviceProfile/{id}/default`: the profile new devices get. */
+  /**
+   * The `defaultRuleChainId` of the profile named `name` (a message's `deviceType`), or null.
+   * Called per message: answered from memory.
+   */
+  defaultChainOf(name: string): string | null {
+    if (!this.#chainByName) {
+      this.#chainByName = new Map();
+      const rows = this.deps.db
+        .prepare<[], { name: string; chain: string }>(
+          'SELECT name, default_rule_chain_id AS chain FROM device_profile WHERE default_rule_chain_id IS NOT NULL',
+        )
+        .all();
+      for (const r of rows) this.#chainByName.set(r.name, r.chain);
+    }
+    return this.#chainByName.get(name) ?? null;
+  }
+
   setDefault(id: string): DeviceProfile {
     const row = this.#byId.get(id);
     if (!row) throw new NotFoundError(`Device profile with id [${id}] is not found`);
@@ -586,7 +624,9 @@ function toProfile(row: ProfileRow): DeviceProfile {
     provisionDeviceKey: row.provision_device_key,
     firmwareId: row.firmware_id ? entityId('OTA_PACKAGE', row.firmware_id) : null,
     softwareId: row.software_id ? entityId('OTA_PACKAGE', row.software_id) : null,
-    defaultRuleChainId: null,
+    defaultRuleChainId: row.default_rule_chain_id
+      ? entityId('RULE_CHAIN', row.default_rule_chain_id)
+      : null,
     defaultDashboardId: null,
     defaultQueueName: null,
     default: row.is_default === 1,

@@ -33,7 +33,7 @@ export interface RuleEngineDeps extends RuleEngineOptions {
   readonly services: Omit<RuleServices, 'enqueue'>;
   readonly log: Logger;
   /** The device profile's `defaultRuleChainId` of a device, when it has one. */
-  readonly profileChainOf?: (deviceId: string) => string | null | undefined;
+  readonly profileChainOf?: (deviceId: string, msg: GatewayMsg) => string | null | undefined;
 }
 
 /** Counters of one chain, as `GET /api/ruleChains/stats` shows them. */
@@ -156,7 +156,7 @@ export class RuleEngine implements MessageProcessor {
     try {
       let chainId = this.#rootId;
       if (msg.originator.entityType === 'DEVICE' && this.deps.profileChainOf) {
-        const own = this.deps.profileChainOf(msg.originator.id);
+        const own = this.deps.profileChainOf(msg.originator.id, msg);
         if (own && this.#chains.has(own)) chainId = own;
       }
       this.#enqueueTo(chainId, { msg, node: -1 });

@@ -14,7 +14,7 @@ import type { TelemetryService } from '../telemetry/telemetry-service.js';
 import type { TenantService } from '../tenant/tenant-service.js';
 import { Mailer } from './mailer.js';
 import { RuleChainService } from './rule-chain-service.js';
-import { RuleEngine, type RuleEngineOptions } from './rule-engine.js';
+import { RuleEngine, type RuleEngineDeps, type RuleEngineOptions } from './rule-engine.js';
 import { ScriptEngine, type ScriptLimits } from './script/sandbox.js';
 import type { RuleServices, SmtpSettings } from './types.js';
 
@@ -32,6 +32,8 @@ export interface RulesDeps extends RuleEngineOptions {
   readonly alarms?: Pick<AlarmService, 'transact' | 'get'>;
   /** SMS of the send SMS node (the notification center's channels). */
   readonly sendSms?: (number: string, text: string, provider?: SmsProviderConfig) => Promise<void>;
+  /** A device's profile `defaultRuleChainId` (the engine's hook). */
+  readonly profileChainOf?: RuleEngineDeps['profileChainOf'];
   /** The device-profile alarm engine, run by the device-profile node. */
   readonly profileAlarms?: MessageProcessor;
 }
@@ -65,6 +67,7 @@ export async function createRules(deps: RulesDeps): Promise<Rules> {
     log: deps.log,
     queueSize: deps.queueSize,
     maxInFlight: deps.maxInFlight,
+    profileChainOf: deps.profileChainOf,
     services: {
       log: deps.log,
       scripts,

@@ -13,6 +13,7 @@ import { m011Connectors } from './011-connectors.js';
 import { m012Alarms } from './012-alarms.js';
 import { m013TelemetryBlocks } from './013-telemetry-blocks.js';
 import { m014Notifications } from './014-notifications.js';
+import { m015ProfileRuleChain } from './015-profile-rule-chain.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -30,4 +31,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m012Alarms,
   m013TelemetryBlocks,
   m014Notifications,
+  m015ProfileRuleChain,
 ];

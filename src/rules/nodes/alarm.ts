@@ -34,6 +34,10 @@ function checkDetails(c: Readonly<Record<string, unknown>>, scripts: ScriptEngin
   return checkScript(c, scripts, 'alarmDetailsBuildJs', 'alarmDetailsBuildTbel');
 }
 
+function detailsScript(scripts: ScriptEngine, config: Readonly<Record<string, unknown>>) {
+  return new NodeScript(scripts, config, 'alarmDetailsBuildJs', 'alarmDetailsBuildTbel');
+}
+
 /** Runs the details script with the alarm's current details in `metadata.prevAlarmDetails`. */
 function details(script: NodeScript, msg: GatewayMsg, prev: unknown): unknown {
   const metadata =
@@ -69,12 +73,7 @@ export const createAlarm: NodeSpec = {
     return problems;
   },
   create: ({ config, services }) => {
-    const script = new NodeScript(
-      services.scripts,
-      config,
-      'alarmDetailsBuildJs',
-      'alarmDetailsBuildTbel',
-    );
+    const script = detailsScript(services.scripts, config);
     const fromMessage = bool(config, 'useMessageAlarmData');
     const overwrite = bool(config, 'overwriteAlarmDetails');
     return {
@@ -130,12 +129,7 @@ export const clearAlarm: NodeSpec = {
   defaults: { ...SCRIPT_DEFAULTS, alarmType: 'General Alarm' },
   check: (c, scripts) => checkDetails(c, scripts),
   create: ({ config, services }) => {
-    const script = new NodeScript(
-      services.scripts,
-      config,
-      'alarmDetailsBuildJs',
-      'alarmDetailsBuildTbel',
-    );
+    const script = detailsScript(services.scripts, config);
     return {
       onMsg: (msg) => {
         const alarms = services.alarms;
