@@ -1,10 +1,6 @@
 import type { IncomingMessage, OutgoingMessage } from 'coap';
 import { parseKeyList } from '../../attributes/attribute-service.js';
-import {
-  deviceAttributesJson,
-  flatAttributesJson,
-  sharedUpdateJson,
-} from '../../attributes/payloads.js';
+import { flatAttributesJson } from '../../attributes/payloads.js';
 import { parseJsonPayload as parseJson } from '../../common/json-payload.js';
 import { DEVICE_LIMITS, nonNegativeInt } from '../../common/limits.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
@@ -15,6 +11,7 @@ import {
   ValidationError,
 } from '../../errors.js';
 import type { DeviceCore } from '../device-core.js';
+import { PayloadCodec } from '../payload-codec.js';
 
 /**
  * CoAP device resources (reference §10), one dispatcher by method and path:
@@ -193,11 +190,24 @@ interface Ctx {
 }
 
 const JSON_FORMAT = 'application/json';
+const OCTET_STREAM = 'application/octet-stream';
 
 function reply(res: OutgoingMessage, code: string, body?: string | Buffer, json = true): void {
   res.code = code;
   if (body !== undefined && json) res.setOption('Content-Format', JSON_FORMAT);
   res.end(body);
+}
+
+/** A device payload: JSON text, or Protobuf bytes with Content-Format 42 (transport-profiles.md §3). */
+function replyPayload(res: OutgoingMessage, code: string, body: string | Buffer): void {
+  res.code = code;
+  res.setOption('Content-Format', typeof body === 'string' ? JSON_FORMAT : OCTET_STREAM);
+  res.end(body);
+}
+
+/** The device profile's payload format (issue 21): JSON, or its Protobuf schemas. */
+function codecOf(ctx: Ctx, device: DeviceIdentity): PayloadCodec {
+  return new PayloadCodec(ctx.core.profileTransports.settings(device.profileId).payload);
 }
 
 /** A CoAP answer that has no domain error behind it (4.05 Method Not Allowed). */
@@ -275,12 +285,18 @@ async function feature(
   switch (rest.length === 0 ? name : `${name}/id`) {
     case 'telemetry':
       if (!post) throw new ValidationError('telemetry cannot be read over CoAP');
-      await core.messages.postTelemetry(device, req.payload);
+      await core.messages.postTelemetry(
+        device,
+        codecOf(ctx, device).telemetry(req.payload, 'profile'),
+      );
       reply(res, '2.01');
       return;
     case 'attributes':
       if (post) {
-        core.messages.postAttributes(device, req.payload);
+        core.messages.postAttributes(
+          device,
+          codecOf(ctx, device).attributes(req.payload, 'profile'),
+        );
         reply(res, '2.01');
       } else if (req.headers.Observe === 0) {
         observeAttributes(ctx, device);
@@ -300,9 +316,8 @@ async function feature(
       if (!post) methodNotAllowed();
       if (rest.length !== 1) throw new ValidationError(`unknown resource rpc/${rest.join('/')}`);
       const id = nonNegativeInt(rest[0], 'RPC id');
-      // Checked as JSON, forwarded as the device wrote it (number formatting kept).
-      parseJson(req.payload, 'rpc reply');
-      core.rpc.reply(device.id, id, req.payload.toString('utf8'));
+      // Checked, forwarded as the device wrote it (JSON number formatting kept).
+      core.rpc.reply(device.id, id, codecOf(ctx, device).rpcReply(req.payload, 'profile'));
       reply(res, '2.01');
       return;
     }
@@ -327,7 +342,7 @@ function attributeRequest(ctx: Ctx, device: DeviceIdentity): void {
     reply(ctx.res, '4.04');
     return;
   }
-  reply(ctx.res, '2.05', deviceAttributesJson(found));
+  replyPayload(ctx.res, '2.05', codecOf(ctx, device).attributeResponse(found, 0, 'profile'));
 }
 
 /** `Observe: 1` deregisters (2.02 Deleted), as ThingsBoard answers. */
@@ -341,9 +356,15 @@ function observeAttributes(ctx: Ctx, device: DeviceIdentity): void {
   const { res, core } = ctx;
   const sub = observe(ctx, device, 'attributes');
   if (!sub) return;
-  res.setOption('Content-Format', JSON_FORMAT);
-  res.write(flatAttributesJson(core.attributes.get(device.id, 'SHARED_SCOPE')));
-  sub.set(core.attributes.subscribe(device.id, (update) => res.write(sharedUpdateJson(update))));
+  const codec = codecOf(ctx, device);
+  res.setOption('Content-Format', codec.protobuf ? OCTET_STREAM : JSON_FORMAT);
+  const all = core.attributes.get(device.id, 'SHARED_SCOPE');
+  res.write(codec.sharedSnapshot(all, 'profile', () => flatAttributesJson(all)));
+  sub.set(
+    core.attributes.subscribe(device.id, (update) =>
+      res.write(codec.sharedUpdate(update, 'profile')),
+    ),
+  );
 }
 
 /** §3.3: 2.03 at once, then a 2.05 notification `{id, method, params}` per request. */
@@ -355,10 +376,18 @@ function observeRpc(ctx: Ctx, device: DeviceIdentity): void {
   response.statusCode = '2.03';
   res.write(Buffer.alloc(0));
   response.statusCode = '2.05';
-  res.setOption('Content-Format', JSON_FORMAT);
+  const codec = codecOf(ctx, device);
+  res.setOption('Content-Format', codec.protobuf ? OCTET_STREAM : JSON_FORMAT);
   sub.set(
     core.rpc.subscribe(device.id, (request) => {
-      res.write(JSON.stringify(request));
+      let body: string | Buffer;
+      try {
+        body = codec.rpcRequest(request, 'profile', () => JSON.stringify(request));
+      } catch (err) {
+        core.rpc.failed(device.id, request.id, (err as Error).message);
+        return;
+      }
+      res.write(body);
       core.rpc.delivered(device.id, request.id);
     }),
   );
@@ -396,12 +425,13 @@ function observe(
 
 /** §4: the reply as 2.05; no reply within the CoAP wait answers 5.04 (our choice, documented). */
 async function clientRpc(ctx: Ctx, device: DeviceIdentity): Promise<void> {
-  const body = parseJson(ctx.req.payload, 'rpc request');
+  const codec = codecOf(ctx, device);
+  const body = codec.clientRpcRequest(ctx.req.payload, 'profile');
   const outcome = await ctx.core.messages.toServerRpc(device, body, {
     timeoutMs: DEVICE_LIMITS.coapClientRpcTimeoutMs,
   });
   if (outcome.kind !== 'value') throw new TimeoutError('no reply to the client-side RPC');
-  reply(ctx.res, '2.05', outcome.value);
+  replyPayload(ctx.res, '2.05', codec.clientRpcResponse(outcome.value, 0, 'profile'));
 }
 
 /** §6.4: 2.01 and the JSON on success; 4.00 and the JSON on NOT_FOUND or FAILURE. */

@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { parseKeyList } from '../../attributes/attribute-service.js';
-import { deviceAttributesJson, sharedUpdateJson } from '../../attributes/payloads.js';
 import { parseJsonPayload as parseJson } from '../../common/json-payload.js';
 import { DEVICE_LIMITS, nonNegativeInt } from '../../common/limits.js';
 import type { Subscription } from '../../common/subscriptions.js';
@@ -11,8 +9,20 @@ import { NotFoundError, ValidationError } from '../../errors.js';
 import type { DeviceMessageService } from '../../messages/device-message-service.js';
 import type { OtaType } from '../../ota/ota-service.js';
 import type { DeviceCore } from '../device-core.js';
+import { PayloadCodec, type Wire } from '../payload-codec.js';
 import { GatewaySession } from './gateway-session.js';
-import { GATEWAY_TOPIC, maySubscribe, OTA_TOPIC, otaRequest, TOPIC } from './topics.js';
+import {
+  GATEWAY_TOPIC,
+  maySubscribe,
+  OTA_TOPIC,
+  otaRequest,
+  TOPIC,
+  V2_TOPIC,
+  type V2Format,
+  type V2Kind,
+  v2Publish,
+  v2Subscription,
+} from './topics.js';
 
 /** Sends one PUBLISH to this session's client (QoS 0 or 1, never retained). */
 export type Send = (topic: string, payload: string | Buffer, qos: 0 | 1) => Promise<void>;
@@ -46,6 +56,8 @@ export class DeviceSession {
    * them closes the session (MqttServer), so the device reconnects under the new rules.
    */
   readonly settings: TransportSettings;
+  /** JSON or the profile's Protobuf schemas (issue 21). */
+  readonly codec: PayloadCodec;
 
   constructor(
     readonly device: DeviceIdentity,
@@ -56,6 +68,7 @@ export class DeviceSession {
   ) {
     if (device.isGateway) this.#gateway = new GatewaySession(device, core, devices, send, log);
     this.settings = core.profileTransports.settings(device.profileId);
+    this.codec = new PayloadCodec(this.settings.payload);
   }
 
   /**
@@ -71,43 +84,39 @@ export class DeviceSession {
 
   /** Handles a device PUBLISH; resolves after the data is committed. Throws ValidationError on bad input. */
   async publish(topic: string, payload: Buffer): Promise<PublishResult> {
-    const { core, device } = this;
+    const { core, device, codec } = this;
     if (this.#gateway && topic.startsWith(GATEWAY_TOPIC.prefix))
       return await this.#gateway.publish(topic, payload);
     // transport-profiles.md §2.1: the profile's attribute filter, then its telemetry filter
     // (the v1 topics by default), then the fixed topics.
     const { settings } = this;
     if (settings.attributesTopic.matches(topic)) {
-      core.messages.postAttributes(device, payload);
+      core.messages.postAttributes(device, codec.attributes(payload, 'profile'));
       return 'handled';
     }
     if (settings.telemetryTopic.matches(topic)) {
-      await core.messages.postTelemetry(device, payload);
+      await core.messages.postTelemetry(device, codec.telemetry(payload, 'profile'));
       return 'handled';
     }
     if (topic.startsWith(TOPIC.attributesRequestPrefix)) {
       const id = integerSuffix(topic, TOPIC.attributesRequestPrefix);
-      const body = parseJson(payload, 'attribute request');
-      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-        throw new ValidationError('attribute request must be a JSON object');
-      }
-      const req = body as { clientKeys?: unknown; sharedKeys?: unknown };
-      const res = core.attributes.forDevice(device, {
-        clientKeys: parseKeyList(req.clientKeys, 'clientKeys'),
-        sharedKeys: parseKeyList(req.sharedKeys, 'sharedKeys'),
-      });
-      void this.#reply(`${TOPIC.attributesResponsePrefix}${id}`, deviceAttributesJson(res));
+      this.#attributeRequest(payload, 'v1', id, `${TOPIC.attributesResponsePrefix}${id}`);
       return 'handled';
     }
     if (topic.startsWith(TOPIC.rpcResponsePrefix)) {
       // §3.3: the reply to a server-side RPC, forwarded as text; stale ids are dropped.
       const id = integerSuffix(topic, TOPIC.rpcResponsePrefix);
-      core.rpc.reply(device.id, id, payload.toString('utf8'));
+      core.rpc.reply(device.id, id, codec.rpcReply(payload, 'profile'));
       return 'handled';
     }
     if (topic.startsWith(TOPIC.rpcRequestPrefix)) {
       const id = integerSuffix(topic, TOPIC.rpcRequestPrefix);
-      this.#clientRpc(id, parseJson(payload, 'rpc request'));
+      this.#clientRpc(id, payload, 'v1', `${TOPIC.rpcResponsePrefix}${id}`);
+      return 'handled';
+    }
+    const v2 = v2Publish(topic);
+    if (v2) {
+      await this.#v2(v2.kind, v2.format, v2.id, payload);
       return 'handled';
     }
     const ota = otaRequest(topic);
@@ -122,6 +131,36 @@ export class DeviceSession {
     return 'unknown-topic';
   }
 
+  /** ThingsBoard's short topics (reference §11): `/j` forces JSON, `/p` Protobuf. */
+  async #v2(kind: V2Kind, format: V2Format, rawId: string | undefined, payload: Buffer) {
+    const { core, device, codec } = this;
+    const wire: Wire = format ?? 'profile';
+    const id = rawId === undefined ? 0 : nonNegativeInt(rawId, 'request id');
+    switch (kind) {
+      case 'telemetry':
+        await core.messages.postTelemetry(device, codec.telemetry(payload, wire));
+        return;
+      case 'attributes':
+        core.messages.postAttributes(device, codec.attributes(payload, wire));
+        return;
+      case 'attributeRequest':
+        this.#attributeRequest(payload, wire, id, V2_TOPIC.attributeResponse(format, id));
+        return;
+      case 'rpcReply':
+        core.rpc.reply(device.id, id, codec.rpcReply(payload, wire));
+        return;
+      case 'clientRpc':
+        this.#clientRpc(id, payload, wire, V2_TOPIC.rpcResponse(format, id));
+        return;
+    }
+  }
+
+  #attributeRequest(payload: Buffer, wire: Wire, id: number, responseTopic: string): void {
+    const keys = this.codec.attributeRequest(payload, wire);
+    const res = this.core.attributes.forDevice(this.device, keys);
+    void this.#reply(responseTopic, this.codec.attributeResponse(res, id, wire));
+  }
+
   /** Starts what a granted SUBSCRIBE asks for. */
   subscribed(filter: string): void {
     if (this.#closed || this.#subs.has(filter)) return;
@@ -129,28 +168,50 @@ export class DeviceSession {
       this.#gateway.subscribed(filter);
       return;
     }
-    const { core, device } = this;
+    const v2 = v2Subscription(filter);
     if (filter === TOPIC.attributes || this.settings.attributesSubscribeTopic.matches(filter)) {
       // §2.1: updates go out on the v1 topic, whatever filter asked for them.
-      this.#subs.set(
-        filter,
-        core.attributes.subscribe(device.id, (update) => {
-          void this.#reply(TOPIC.attributes, sharedUpdateJson(update));
-        }),
-      );
+      this.#sharedUpdates(filter, TOPIC.attributes, 'v1');
+    } else if (v2?.kind === 'attributes') {
+      this.#sharedUpdates(filter, V2_TOPIC.attributes(v2.format), v2.format ?? 'profile');
     } else if (filter === `${TOPIC.rpcRequestPrefix}+`) {
-      // §3.2: every pending request is pushed at once (BURST), then each new one.
-      this.#subs.set(
-        filter,
-        core.rpc.subscribe(device.id, (req) => {
-          const body = JSON.stringify({ method: req.method, params: req.params });
-          this.send(`${TOPIC.rpcRequestPrefix}${req.id}`, body, 1).then(
-            () => core.rpc.delivered(device.id, req.id),
-            (err: Error) => core.rpc.failed(device.id, req.id, err.message),
-          );
-        }),
-      );
+      this.#serverRpc(filter, (id) => `${TOPIC.rpcRequestPrefix}${id}`, 'v1');
+    } else if (v2?.kind === 'rpc') {
+      const format = v2.format;
+      this.#serverRpc(filter, (id) => V2_TOPIC.rpcRequest(format, id), format ?? 'profile');
     }
+  }
+
+  #sharedUpdates(filter: string, topic: string, wire: Wire): void {
+    this.#subs.set(
+      filter,
+      this.core.attributes.subscribe(this.device.id, (update) => {
+        void this.#reply(topic, this.codec.sharedUpdate(update, wire));
+      }),
+    );
+  }
+
+  /** §3.2: every pending request is pushed at once (BURST), then each new one. */
+  #serverRpc(filter: string, topicOf: (id: number) => string, wire: Wire): void {
+    const { core, device } = this;
+    this.#subs.set(
+      filter,
+      core.rpc.subscribe(device.id, (req) => {
+        let body: string | Buffer;
+        try {
+          body = this.codec.rpcRequest(req, wire, () =>
+            JSON.stringify({ method: req.method, params: req.params }),
+          );
+        } catch (err) {
+          core.rpc.failed(device.id, req.id, (err as Error).message);
+          return;
+        }
+        this.send(topicOf(req.id), body, 1).then(
+          () => core.rpc.delivered(device.id, req.id),
+          (err: Error) => core.rpc.failed(device.id, req.id, err.message),
+        );
+      }),
+    );
   }
 
   unsubscribed(filter: string): void {
@@ -174,9 +235,9 @@ export class DeviceSession {
     this.#pendingClientRpc.clear();
   }
 
-  /** Client-side RPC (§4): answered on `rpc/response/{id}`, or `{"error":"timeout"}`. */
-  #clientRpc(id: number, body: unknown): void {
-    const responseTopic = `${TOPIC.rpcResponsePrefix}${id}`;
+  /** Client-side RPC (§4): answered on the response topic, or `{"error":"timeout"}`. */
+  #clientRpc(id: number, payload: Buffer, wire: Wire, responseTopic: string): void {
+    const body = this.codec.clientRpcRequest(payload, wire);
     const method = (body as { method?: unknown } | null)?.method;
     if (method === 'getSessionLimits') {
       // Answered by the transport itself, as ThingsBoard does: the SDKs ask on every connect.
@@ -185,7 +246,10 @@ export class DeviceSession {
         maxInflightMessages,
         rateLimits: { messages: null, telemetryMessages: null, telemetryDataPoints: null },
       };
-      void this.#reply(responseTopic, JSON.stringify(limits));
+      void this.#reply(
+        responseTopic,
+        this.codec.clientRpcResponse(JSON.stringify(limits), id, wire),
+      );
       return;
     }
     const ac = new AbortController();
@@ -198,8 +262,10 @@ export class DeviceSession {
     this.#pendingClientRpc.add(ac);
     void pending.then((outcome) => {
       this.#pendingClientRpc.delete(ac);
-      if (outcome.kind === 'value') void this.#reply(responseTopic, outcome.value);
-      else if (outcome.kind === 'timeout') void this.#reply(responseTopic, '{"error":"timeout"}');
+      if (outcome.kind === 'value')
+        void this.#reply(responseTopic, this.codec.clientRpcResponse(outcome.value, id, wire));
+      else if (outcome.kind === 'timeout')
+        void this.#reply(responseTopic, this.codec.clientRpcResponse('', id, wire, 'timeout'));
     });
   }
 
@@ -241,7 +307,7 @@ export class DeviceSession {
     await this.send(OTA_TOPIC.response(type, requestId, chunk), data, 1);
   }
 
-  async #reply(topic: string, payload: string): Promise<void> {
+  async #reply(topic: string, payload: string | Buffer): Promise<void> {
     if (this.#closed) return;
     try {
       await this.send(topic, payload, 1);

@@ -57,6 +57,56 @@ export function otaRequest(
     : undefined;
 }
 
+/** What a short v2 topic carries (reference §11; transport-profiles.md §2.3). */
+export type V2Kind = 'telemetry' | 'attributes' | 'attributeRequest' | 'clientRpc' | 'rpcReply';
+
+/** The payload format a `/j` or `/p` v2 topic forces; undefined = the profile's. */
+export type V2Format = 'json' | 'proto' | undefined;
+
+const V2_PUBLISH: ReadonlyArray<readonly [RegExp, V2Kind]> = [
+  [/^v2\/t(?:\/([jp]))?$/, 'telemetry'],
+  [/^v2\/a(?:\/([jp]))?$/, 'attributes'],
+  [/^v2\/a\/req\/(?:([jp])\/)?([^/]+)$/, 'attributeRequest'],
+  [/^v2\/r\/req\/(?:([jp])\/)?([^/]+)$/, 'clientRpc'],
+  [/^v2\/r\/res\/(?:([jp])\/)?([^/]+)$/, 'rpcReply'],
+];
+
+/** A device PUBLISH on a short v2 topic: its kind, forced format and request id. */
+export function v2Publish(
+  topic: string,
+): { kind: V2Kind; format: V2Format; id: string | undefined } | undefined {
+  if (!topic.startsWith('v2/')) return undefined;
+  for (const [re, kind] of V2_PUBLISH) {
+    const m = re.exec(topic);
+    if (m) return { kind, format: formatOf(m[1]), id: m[2] };
+  }
+  return undefined;
+}
+
+function formatOf(letter: string | undefined): V2Format {
+  return letter === 'j' ? 'json' : letter === 'p' ? 'proto' : undefined;
+}
+
+/** Short v2 downlink topics; `format` adds the `/j/` or `/p/` level. */
+export const V2_TOPIC = {
+  sfx: (format: V2Format) => (format === 'json' ? 'j/' : format === 'proto' ? 'p/' : ''),
+  attributes: (format: V2Format) => `v2/a${format ? `/${format[0]}` : ''}`,
+  attributeResponse: (format: V2Format, id: number) => `v2/a/res/${V2_TOPIC.sfx(format)}${id}`,
+  rpcRequest: (format: V2Format, id: number) => `v2/r/req/${V2_TOPIC.sfx(format)}${id}`,
+  rpcResponse: (format: V2Format, id: number) => `v2/r/res/${V2_TOPIC.sfx(format)}${id}`,
+} as const;
+
+/** v2 SUBSCRIBE filters: shared updates and server-side RPC, with their forced format. */
+export function v2Subscription(
+  filter: string,
+): { kind: 'attributes' | 'rpc'; format: V2Format } | undefined {
+  const m = /^v2\/(?:a(?:\/([jp]))?|r\/req\/(?:([jp])\/)?\+)$/.exec(filter);
+  if (!m) return undefined;
+  return filter.startsWith('v2/a')
+    ? { kind: 'attributes', format: formatOf(m[1]) }
+    : { kind: 'rpc', format: formatOf(m[2]) };
+}
+
 /** SUBSCRIBE filters a device session may use (reference §11, "Not a broker"). */
 const DEVICE_FILTERS = new Set([
   TOPIC.attributes,
@@ -71,6 +121,9 @@ const DEVICE_FILTERS = new Set([
   // chunks; we accept it and deliver chunks on the full topic either way (issue 5).
   'v2/fw/response/+',
   'v2/sw/response/+',
+  // Short v2 topics (reference §11): shared updates, RPC and responses, `/j` JSON, `/p` Protobuf.
+  ...['', '/j', '/p'].map((f) => `v2/a${f}`),
+  ...['', 'j/', 'p/'].flatMap((f) => [`v2/a/res/${f}+`, `v2/r/req/${f}+`, `v2/r/res/${f}+`]),
 ]);
 
 const GATEWAY_FILTERS = new Set<string>([

@@ -1,0 +1,320 @@
+/**
+ * A device's payload format (issue 21), shared by the MQTT and CoAP adapters: JSON as it always
+ * was, or Protobuf with the profile's schemas (transport-profiles.md §2.2) and ThingsBoard's
+ * fixed messages for the rest. Uplinks become the JSON the core already reads (so the one way in
+ * cannot tell the difference); downlinks are encoded from what the core hands out.
+ */
+
+import protobuf from 'protobufjs';
+import { parseKeyList } from '../attributes/attribute-service.js';
+import { deviceAttributesJson, sharedUpdateJson } from '../attributes/payloads.js';
+import type { SharedAttributeUpdate, TypedAttributeKv } from '../attributes/types.js';
+import { parseJsonPayload } from '../common/json-payload.js';
+import type { PayloadSettings, ProtoTypes } from '../devices/transport-config.js';
+import { ValidationError } from '../errors.js';
+import type { ToDeviceRpc } from '../rpc/types.js';
+
+/**
+ * Which format a topic or path asks for: `profile` follows the profile (the v1 topics, custom
+ * topics, `v2/t`...), `json`/`proto` are forced by a `/j` or `/p` topic (transport-profiles.md
+ * §2.3). `v1` marks the default downlink topics, which may stay JSON on a Protobuf profile.
+ */
+export type Wire = 'profile' | 'v1' | 'json' | 'proto';
+
+// ThingsBoard's fixed transport messages (transport-profiles.md §2.2), same field numbers.
+const FIXED = protobuf.parse(`syntax = "proto3";
+package transport;
+enum KeyValueType { BOOLEAN_V = 0; LONG_V = 1; DOUBLE_V = 2; STRING_V = 3; JSON_V = 4; }
+message KeyValueProto { string key = 1; KeyValueType type = 2; bool bool_v = 3; int64 long_v = 4;
+  double double_v = 5; string string_v = 6; string json_v = 7; }
+message TsKvProto { int64 ts = 1; KeyValueProto kv = 2; optional int64 version = 3; }
+message AttributesRequest { string clientKeys = 1; string sharedKeys = 2; }
+message GetAttributeResponseMsg { int32 requestId = 1; repeated TsKvProto clientAttributeList = 2;
+  repeated TsKvProto sharedAttributeList = 3; bool isMultipleAttributesRequest = 4; string error = 5; }
+message AttributeUpdateNotificationMsg { repeated TsKvProto sharedUpdated = 1;
+  repeated string sharedDeleted = 2; }
+message RpcRequest { string method = 1; string params = 2; }
+message ToServerRpcResponseMsg { int32 requestId = 1; string payload = 2; string error = 3; }
+`).root;
+
+const T = {
+  attributesRequest: FIXED.lookupType('transport.AttributesRequest'),
+  attributeResponse: FIXED.lookupType('transport.GetAttributeResponseMsg'),
+  attributeUpdate: FIXED.lookupType('transport.AttributeUpdateNotificationMsg'),
+  clientRpcRequest: FIXED.lookupType('transport.RpcRequest'),
+  clientRpcResponse: FIXED.lookupType('transport.ToServerRpcResponseMsg'),
+};
+
+const KV_TYPE = { BOOLEAN: 0, LONG: 1, DOUBLE: 2, STRING: 3, JSON: 4 } as const;
+
+/** What an uplink decodes to: JSON text (or the raw JSON payload) for the core. */
+export type JsonPayload = Buffer | string;
+
+/**
+ * The payload format of one device session: every method takes the wire the message came on
+ * and returns what the core (uplinks) or the device (downlinks) reads.
+ */
+export class PayloadCodec {
+  readonly #types: ProtoTypes | undefined;
+  readonly #compat: boolean;
+  readonly #jsonV1: boolean;
+
+  constructor(private readonly settings: PayloadSettings) {
+    this.#types = settings.kind === 'PROTOBUF' ? settings.types : undefined;
+    this.#compat = settings.kind === 'PROTOBUF' && settings.jsonCompatible;
+    this.#jsonV1 = settings.kind === 'PROTOBUF' && settings.jsonOnDefaultDownlinks;
+  }
+
+  /** True when the profile's payloads are Protobuf (CoAP's Content-Format 42). */
+  get protobuf(): boolean {
+    return this.settings.kind === 'PROTOBUF';
+  }
+
+  /** Whether a message on `wire` is Protobuf; downlinks on v1 may be kept JSON (§2.3). */
+  isProto(wire: Wire, downlink = false): boolean {
+    if (wire === 'json') return false;
+    if (wire === 'proto') return true;
+    if (!this.#types) return false;
+    return !(downlink && wire === 'v1' && this.#jsonV1);
+  }
+
+  // ---- Uplinks ---------------------------------------------------------------------------------
+
+  telemetry(payload: Buffer, wire: Wire): JsonPayload {
+    return this.#dynamic(payload, wire, 'telemetry', 'telemetry');
+  }
+
+  attributes(payload: Buffer, wire: Wire): JsonPayload {
+    return this.#dynamic(payload, wire, 'attributes', 'attributes');
+  }
+
+  /** A device's reply to a server-side RPC, as text for the caller. */
+  rpcReply(payload: Buffer, wire: Wire): string {
+    const out = this.#dynamic(payload, wire, 'rpcResponse', 'rpc reply');
+    if (typeof out === 'string') return out;
+    // Checked as JSON, forwarded as the device wrote it (number formatting kept).
+    parseJsonPayload(out, 'rpc reply');
+    return out.toString('utf8');
+  }
+
+  /** An attribute request: the key lists (§2.2; Protobuf: `AttributesRequest`). */
+  attributeRequest(
+    payload: Buffer,
+    wire: Wire,
+  ): { clientKeys: string[] | undefined; sharedKeys: string[] | undefined } {
+    let req: { clientKeys?: unknown; sharedKeys?: unknown };
+    if (this.isProto(wire)) {
+      const m = this.#decodeFixed(T.attributesRequest, payload, wire, 'attribute request');
+      if (m === undefined) return this.attributeRequest(payload, 'json');
+      req = { clientKeys: m.clientKeys || undefined, sharedKeys: m.sharedKeys || undefined };
+    } else {
+      const body = parseJsonPayload(payload, 'attribute request');
+      if (typeof body !== 'object' || body === null || Array.isArray(body))
+        throw new ValidationError('attribute request must be a JSON object');
+      req = body as typeof req;
+    }
+    return {
+      clientKeys: parseKeyList(req.clientKeys, 'clientKeys'),
+      sharedKeys: parseKeyList(req.sharedKeys, 'sharedKeys'),
+    };
+  }
+
+  /** A client-side RPC request: `{method, params}` (Protobuf: `RpcRequest`, params as text). */
+  clientRpcRequest(payload: Buffer, wire: Wire): unknown {
+    if (this.isProto(wire)) {
+      const m = this.#decodeFixed(T.clientRpcRequest, payload, wire, 'rpc request');
+      if (m !== undefined) return { method: m.method, params: paramsOf(m.params as string) };
+    }
+    return parseJsonPayload(payload, 'rpc request');
+  }
+
+  // ---- Downlinks -------------------------------------------------------------------------------
+
+  attributeResponse(
+    res: { client?: readonly TypedAttributeKv[]; shared?: readonly TypedAttributeKv[] },
+    requestId: number,
+    wire: Wire,
+  ): string | Buffer {
+    if (!this.isProto(wire, true)) return deviceAttributesJson(res);
+    return encode(T.attributeResponse, {
+      requestId,
+      clientAttributeList: (res.client ?? []).map(tsKv),
+      sharedAttributeList: (res.shared ?? []).map(tsKv),
+    });
+  }
+
+  sharedUpdate(update: SharedAttributeUpdate, wire: Wire): string | Buffer {
+    if (!this.isProto(wire, true)) return sharedUpdateJson(update);
+    return encode(
+      T.attributeUpdate,
+      update.kind === 'updated'
+        ? { sharedUpdated: update.values.map(tsKv) }
+        : { sharedDeleted: [...update.keys] },
+    );
+  }
+
+  /** Every shared attribute at once (the first CoAP observe notification). */
+  sharedSnapshot(
+    kvs: readonly TypedAttributeKv[],
+    wire: Wire,
+    json: () => string,
+  ): string | Buffer {
+    if (!this.isProto(wire, true)) return json();
+    return encode(T.attributeUpdate, { sharedUpdated: kvs.map(tsKv) });
+  }
+
+  /**
+   * A server-side RPC for the device. JSON: `{"method","params"}` (plus `id` where the
+   * transport adds it). Protobuf: the profile's request schema filled with `method`,
+   * `requestId` and `params`: object params go into a message-typed `params` field, and are
+   * written as JSON text into a string one (ThingsBoard refuses those; we send them).
+   */
+  rpcRequest(req: ToDeviceRpc, wire: Wire, json: () => string): string | Buffer {
+    const types = this.#types;
+    if (!this.isProto(wire, true) || !types) {
+      if (wire === 'proto') throw new ValidationError('the device profile has no proto schemas');
+      return json();
+    }
+    const type = types.rpcRequest;
+    const field = type.fields.params;
+    let params: unknown = req.params;
+    if (field.resolvedType instanceof protobuf.Type) {
+      if (typeof params === 'string') params = parseJsonPayload(params, 'rpc params');
+    } else if (field.type === 'string' && typeof params !== 'string') {
+      params = JSON.stringify(params);
+    }
+    try {
+      return encode(type, { method: req.method, requestId: req.id, params });
+    } catch (err) {
+      throw new ValidationError(
+        `Failed to convert device RPC command to protobuf: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
+
+  /** The answer to a client-side RPC (Protobuf: `ToServerRpcResponseMsg`). */
+  clientRpcResponse(value: string, requestId: number, wire: Wire, error?: string): string | Buffer {
+    if (!this.isProto(wire, true)) return error === undefined ? value : JSON.stringify({ error });
+    return encode(T.clientRpcResponse, { requestId, payload: error ? '' : value, error });
+  }
+
+  // ---- Internals -------------------------------------------------------------------------------
+
+  /** Decodes with a profile schema into JSON text; compatibility mode falls back to JSON. */
+  #dynamic(payload: Buffer, wire: Wire, schema: keyof ProtoTypes, what: string): JsonPayload {
+    if (!this.isProto(wire)) return payload;
+    const type = this.#types?.[schema];
+    if (!type) throw new ValidationError(`${what}: the device profile has no proto schemas`);
+    try {
+      return messageJson(type, type.decode(payload));
+    } catch (err) {
+      if (this.#compat && wire !== 'proto') return payload;
+      throw new ValidationError(`${what}: payload does not fit the profile's proto schema`, {
+        cause: err,
+      });
+    }
+  }
+
+  /** Decodes a fixed message; undefined when compatibility mode should try JSON instead. */
+  #decodeFixed(
+    type: protobuf.Type,
+    payload: Buffer,
+    wire: Wire,
+    what: string,
+  ): Record<string, unknown> | undefined {
+    try {
+      return type.toObject(type.decode(payload), { longs: String, enums: String });
+    } catch (err) {
+      if (this.#compat && wire !== 'proto') return undefined;
+      throw new ValidationError(`${what}: not a valid ${type.name}`, { cause: err });
+    }
+  }
+}
+
+/** Client RPC params arrive as text: JSON when they parse, else the text itself. */
+function paramsOf(text: string): unknown {
+  if (text === '') return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function encode(type: protobuf.Type, value: Record<string, unknown>): Buffer {
+  const message = type.fromObject(value);
+  const bytes = type.encode(message).finish();
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+function tsKv(kv: TypedAttributeKv): Record<string, unknown> {
+  const value: Record<string, unknown> = { key: kv.key, type: KV_TYPE[kv.type] };
+  switch (kv.type) {
+    case 'BOOLEAN':
+      value.boolV = kv.value;
+      break;
+    case 'LONG':
+      value.longV = String(kv.value);
+      break;
+    case 'DOUBLE':
+      value.doubleV = kv.value;
+      break;
+    case 'STRING':
+      value.stringV = kv.value;
+      break;
+    default:
+      value.jsonV = typeof kv.value === 'string' ? kv.value : JSON.stringify(kv.value);
+  }
+  return { ts: kv.lastUpdateTs, kv: value };
+}
+
+// ---- Decoded message → JSON text (protobuf-java JsonFormat with default values, §2.2) ---------
+
+const LONG_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
+
+/**
+ * A decoded message as ThingsBoard prints it: lowerCamelCase names, 64-bit integers as strings,
+ * doubles with a fraction (`40.0`, so the core types them DOUBLE), bytes as base64, enums by
+ * name; scalars without presence appear with their default, unset optional, message and oneof
+ * fields are left out.
+ */
+export function messageJson(type: protobuf.Type, message: object): string {
+  const m = message as Record<string, unknown>;
+  const parts: string[] = [];
+  for (const f of type.fieldsArray) {
+    const present = Object.hasOwn(m, f.name) && m[f.name] !== null && m[f.name] !== undefined;
+    const name = JSON.stringify(f.name);
+    if (f.map) {
+      const entries = Object.entries((present ? m[f.name] : {}) as Record<string, unknown>);
+      const body = entries.map(([k, v]) => `${JSON.stringify(k)}:${valueJson(f, v)}`);
+      parts.push(`${name}:{${body.join(',')}}`);
+    } else if (f.repeated) {
+      const items = (present ? m[f.name] : []) as unknown[];
+      parts.push(`${name}:[${items.map((v) => valueJson(f, v)).join(',')}]`);
+    } else if (
+      f.resolvedType instanceof protobuf.Type ||
+      f.partOf !== null ||
+      f.options?.proto3_optional === true
+    ) {
+      if (present) parts.push(`${name}:${valueJson(f, m[f.name])}`);
+    } else {
+      parts.push(`${name}:${valueJson(f, present ? m[f.name] : f.typeDefault)}`);
+    }
+  }
+  return `{${parts.join(',')}}`;
+}
+
+function valueJson(f: protobuf.Field, v: unknown): string {
+  const rt = f.resolvedType;
+  if (rt instanceof protobuf.Type) return messageJson(rt, v as object);
+  if (rt instanceof protobuf.Enum) return JSON.stringify(rt.valuesById[v as number] ?? v);
+  if (f.type === 'double' || f.type === 'float') {
+    const n = v as number;
+    if (!Number.isFinite(n)) return JSON.stringify(String(n));
+    return Number.isInteger(n) && Math.abs(n) < 1e21 ? `${n}.0` : String(n);
+  }
+  if (LONG_TYPES.has(f.type)) return `"${String(v)}"`;
+  if (f.type === 'bytes') return JSON.stringify(Buffer.from(v as Uint8Array).toString('base64'));
+  return JSON.stringify(v);
+}
