@@ -37,6 +37,48 @@ function committedPoints(db: Database.Database): Array<{ key_id: number; ts: num
   return out;
 }
 
+/**
+ * `clients` HTTP clients posting payloads of `size` points back to back, ts T0 + n with n taken
+ * from `counter` (consecutive over a whole test); every acknowledged ts is added to `acked`.
+ * `stop()` ends them once the process is gone (in-flight requests were never acknowledged).
+ */
+function streamTelemetry(
+  base: string,
+  token: string,
+  opts: { clients: number; size: number; counter: { next: number }; acked: Set<number> },
+): { stop(): Promise<void> } {
+  const { size, counter, acked } = opts;
+  let stop = false;
+  const client = async () => {
+    while (!stop) {
+      const from = counter.next;
+      counter.next += size;
+      const body = Array.from({ length: size }, (_, i) => ({
+        ts: T0 + from + i,
+        values: { v: from + i, s: `p${from + i}` },
+      }));
+      try {
+        const res = await fetch(`${base}/api/v1/${token}/telemetry`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+        if (res.status === 200) for (let i = 0; i < size; i++) acked.add(T0 + from + i);
+        await res.arrayBuffer();
+      } catch {
+        return; // the process is gone
+      }
+    }
+  };
+  const running = Array.from({ length: opts.clients }, client);
+  return {
+    async stop() {
+      stop = true;
+      await Promise.all(running);
+    },
+  };
+}
+
 async function start(
   dir: string,
   extra: readonly string[] = [],
@@ -79,40 +121,22 @@ describe('crash safety of acknowledged telemetry', () => {
 
     // 8 clients stream 10-point payloads back to back; each acknowledged ts is recorded.
     const acked = new Set<number>();
-    let stop = false;
-    let seq = 0;
-    const client = async () => {
-      while (!stop) {
-        const base = seq;
-        seq += 10;
-        const body = Array.from({ length: 10 }, (_, i) => ({
-          ts: T0 + base + i,
-          values: { v: base + i, s: `p${base + i}` },
-        }));
-        try {
-          const res = await fetch(`${first.base}/api/v1/crash-device-token/telemetry`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify(body),
-          });
-          if (res.status === 200) for (let i = 0; i < 10; i++) acked.add(T0 + base + i);
-          await res.arrayBuffer();
-        } catch {
-          return; // the process is gone: in-flight requests were never acknowledged
-        }
-      }
-    };
-    const clients = Array.from({ length: 8 }, client);
+    const counter = { next: 0 };
+    const stream = streamTelemetry(first.base, 'crash-device-token', {
+      clients: 8,
+      size: 10,
+      counter,
+      acked,
+    });
     // Kill in the middle of the stream, once a good amount has been acknowledged.
     const deadline = Date.now() + 20_000;
     while (acked.size < 3000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     const exited = once(first.gw.child, 'exit');
     first.gw.child.kill('SIGKILL');
     await exited;
-    stop = true;
-    await Promise.all(clients);
+    await stream.stop();
     assert.ok(acked.size >= 3000, `only ${acked.size} points acknowledged`);
-    assert.ok(seq > acked.size, 'requests were in flight when the process died');
+    assert.ok(counter.next > acked.size, 'requests were in flight when the process died');
 
     // Straight after the crash: the file recovers, is intact, and holds every acknowledged point,
     // sealed into blocks or still in the log (both are committed).
@@ -143,7 +167,7 @@ describe('crash safety of acknowledged telemetry', () => {
     const second = await start(dir);
     procs.push(second.gw);
     const res = await fetch(
-      `${second.base}/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries?keys=v&startTs=${T0}&endTs=${T0 + seq}&agg=COUNT&interval=${seq}`,
+      `${second.base}/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries?keys=v&startTs=${T0}&endTs=${T0 + counter.next}&agg=COUNT&interval=${counter.next}`,
       { headers: { 'X-Authorization': `Bearer ${second.token}` } },
     );
     assert.equal(res.status, 200);
@@ -175,7 +199,7 @@ describe('crash safety of acknowledged telemetry', () => {
     // almost every commit, so the kills land in and around seals.
     const sealing = ['--telemetry-block-points', '16', '--telemetry-open-max-points', '1000'];
     const acked = new Set<number>();
-    let next = 0;
+    const counter = { next: 0 };
     let deviceCreated = false;
     for (let round = 0; round < 3; round++) {
       const gw = await start(dir, sealing);
@@ -189,37 +213,19 @@ describe('crash safety of acknowledged telemetry', () => {
         assert.equal(created.status, 200);
         deviceCreated = true;
       }
-      let stop = false;
-      const client = async () => {
-        while (!stop) {
-          const base = next;
-          next += 20;
-          const body = Array.from({ length: 20 }, (_, i) => ({
-            ts: T0 + base + i,
-            values: { v: base + i, s: `p${base + i}` },
-          }));
-          try {
-            const res = await fetch(`${gw.base}/api/v1/seal-device-token/telemetry`, {
-              method: 'POST',
-              headers: { 'content-type': 'application/json' },
-              body: JSON.stringify(body),
-            });
-            if (res.status === 200) for (let i = 0; i < 20; i++) acked.add(T0 + base + i);
-            await res.arrayBuffer();
-          } catch {
-            return;
-          }
-        }
-      };
-      const clients = Array.from({ length: 6 }, client);
+      const stream = streamTelemetry(gw.base, 'seal-device-token', {
+        clients: 6,
+        size: 20,
+        counter,
+        acked,
+      });
       const want = acked.size + 2000;
       const deadline = Date.now() + 20_000;
       while (acked.size < want && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
       const exited = once(gw.gw.child, 'exit');
       gw.gw.child.kill('SIGKILL');
       await exited;
-      stop = true;
-      await Promise.all(clients);
+      await stream.stop();
       assert.ok(acked.size >= want, `round ${round}: only ${acked.size} points acknowledged`);
       const db = new Database(join(dir, DB_FILE));
       try {
