@@ -17,6 +17,7 @@ import { DeviceAuthThrottle } from './auth/device-auth-throttle.js';
 import { ClaimService } from './claims/claim-service.js';
 import { ServerClock } from './common/clock.js';
 import type { Config, Secrets } from './config.js';
+import { registerConnectorMetrics } from './connectors/connector-metrics.js';
 import { ConnectorService } from './connectors/connector-service.js';
 import type { ModbusConnectorConfig } from './connectors/modbus-config.js';
 import type { SerialConnectorConfig } from './connectors/serial-config.js';
@@ -267,6 +268,7 @@ export class Gateway implements AsyncDisposable {
         engine: s.alarmEngine,
         retention: s.alarmRetention,
       });
+      registerConnectorMetrics(this.metrics, s.connectors);
       const host = config.bind;
       const ops = {
         metrics: this.metrics,

@@ -354,6 +354,19 @@ describe('Modbus TCP connector', () => {
       'the silent slave counted',
     );
     assert.match(down.lastError ?? '', /^timeout: /);
+    // The same counters summed per connector in /metrics.
+    const text = await (await t.api('/metrics', { token: admin })).text();
+    const series = (s: string) =>
+      Number(
+        text
+          .split('\n')
+          .find((l) => l.startsWith(`${s} `))
+          ?.slice(s.length + 1) ?? Number.NaN,
+      );
+    assert.ok(series('edge_connector_events_total{connector="plant floor",event="timeouts"}') >= 2);
+    assert.ok(series('edge_connector_events_total{connector="plant floor",event="polls"}') > 0);
+    assert.ok(series('edge_connector_devices{connector="plant floor",state="inactive"}') >= 1);
+    assert.ok(series('edge_connector_lines{connector="plant floor",state="open"}') >= 2);
     await waitFor(
       async () => (await attributes(silentId, 'SERVER_SCOPE')).active === false,
       5000,
@@ -519,6 +532,63 @@ describe('Modbus TCP connector', () => {
     await t.api(`/api/connector/${exampleId}`, { method: 'DELETE', token: admin });
   });
 
+  it('applies reportStrategy: ON_CHANGE from the file, ON_RECEIVED on one key', async () => {
+    const u = otherBank.unit(9);
+    u.holding[0] = 100;
+    u.holding[1] = 7;
+    const res = await t.api('/api/connector', {
+      token: admin,
+      body: {
+        name: 'reports',
+        type: 'MODBUS',
+        configuration: {
+          reportStrategy: { type: 'ON_CHANGE' },
+          master: {
+            slaves: [
+              {
+                host: '127.0.0.1',
+                port: other.port,
+                type: 'tcp',
+                method: 'socket',
+                unitId: 9,
+                deviceName: 'Reporter',
+                pollPeriod: 100,
+                timeout: 1,
+                timeseries: [
+                  { tag: 'steady', type: '16int', functionCode: 3, address: 0 },
+                  {
+                    tag: 'every',
+                    type: '16int',
+                    functionCode: 3,
+                    address: 1,
+                    reportStrategy: { type: 'ON_RECEIVED' },
+                  },
+                ],
+              },
+            ],
+          },
+        },
+      },
+    });
+    assert.equal(res.status, 200, await res.clone().text());
+    const reportsId = ((await res.json()) as { id: string }).id;
+    const id = await deviceId('Reporter');
+    const points = async () => {
+      const r = await t.api(
+        `/api/plugins/telemetry/DEVICE/${id}/values/timeseries?keys=steady,every&startTs=0&endTs=${Date.now() + 60_000}&limit=1000`,
+        { token: admin },
+      );
+      const body = (await r.json()) as Record<string, Array<{ value: string }>>;
+      return { steady: body.steady?.length ?? 0, every: body.every?.length ?? 0 };
+    };
+    await waitFor(async () => (await points()).every >= 6, 15_000, 'six readings of every');
+    assert.equal((await points()).steady, 1, 'an unchanged value is sent once');
+    u.holding[0] = 101;
+    await waitFor(async () => (await points()).steady === 2, 15_000, 'the change is sent');
+    const del = await t.api(`/api/connector/${reportsId}`, { method: 'DELETE', token: admin });
+    assert.equal(del.status, 200);
+  });
+
   it('deletes a connector: polling stops', async () => {
     const res = await t.api(`/api/connector/${connectorId}`, { method: 'DELETE', token: admin });
     assert.equal(res.status, 200);
@@ -527,5 +597,32 @@ describe('Modbus TCP connector', () => {
     assert.equal(bank.served.get(1) ?? 0, served);
     const gone = await t.api(`/api/connector/${connectorId}`, { token: admin });
     assert.equal(gone.status, 404);
+  });
+
+  it('bounds the connector table: past 100 connectors a new one is refused', async () => {
+    const made: string[] = [];
+    const save = (i: number) =>
+      t.api('/api/connector', {
+        token: admin,
+        body: {
+          name: `spare ${i}`,
+          type: 'MODBUS',
+          enabled: false,
+          configuration: { master: { slaves: [slaveConfig(1, slave.port, 'BIG', 'BIG')] } },
+        },
+      });
+    const existing = (
+      (await (await t.api('/api/connectors', { token: admin })).json()) as unknown[]
+    ).length;
+    for (let i = existing; i < 100; i++) {
+      const res = await save(i);
+      assert.equal(res.status, 200);
+      made.push(((await res.json()) as { id: string }).id);
+    }
+    const refused = await save(100);
+    assert.equal(refused.status, 400);
+    assert.match(((await refused.json()) as { message: string }).message, /at most 100 connectors/);
+    for (const id of made) await t.api(`/api/connector/${id}`, { method: 'DELETE', token: admin });
+    assert.equal((await save(101)).status, 200, 'room again once one is deleted');
   });
 });

@@ -23,6 +23,7 @@ import {
   modbusConfigSchema,
   parseAdHocRpc,
 } from './modbus-config.js';
+import { periodic, ReportFilter, type ReportStrategy } from './report-strategy.js';
 import { serialConfigSchema } from './serial-config.js';
 import {
   CONNECTOR_TYPES,
@@ -54,6 +55,19 @@ export interface ConnectorServiceDeps {
   readonly maxInFlight?: number;
   /** Devices one connector may name (serial lines naming their device in a field). */
   readonly maxDevices?: number;
+  /** Connectors that may exist (the table's bound); a new one past it is refused (400). */
+  readonly maxConnectors?: number;
+}
+
+/** One running connector's totals, as `/metrics` shows them. */
+export interface ConnectorTotals {
+  readonly name: string;
+  readonly devicesActive: number;
+  readonly devicesInactive: number;
+  readonly linesOpen: number;
+  readonly linesClosed: number;
+  /** Per-device counters summed, plus readings of unknown devices dropped at the bound. */
+  readonly counters: Readonly<DeviceCounters>;
 }
 
 /** A connector as the REST API shows it. */
@@ -117,6 +131,12 @@ interface DeviceState {
   lastErrorTime: number | null;
   consecutiveFailures: number;
   readonly counters: DeviceCounters;
+  /** The slave's `reportStrategy` per read key, and what it remembers; none: every value. */
+  readonly report?: {
+    readonly telemetry: ReadonlyMap<string, ReportStrategy>;
+    readonly attributes: ReadonlyMap<string, ReportStrategy>;
+    readonly filter: ReportFilter;
+  };
 }
 
 interface Running {
@@ -128,6 +148,8 @@ interface Running {
   inFlight: number;
   dropped: number;
   stopped: boolean;
+  /** Re-sends of ON_REPORT_PERIOD keys, when a slave has any. */
+  reportTimer?: NodeJS.Timeout;
 }
 
 const OWNER = 'connectors';
@@ -178,12 +200,14 @@ export class ConnectorService {
   readonly #running = new Map<string, Running>();
   readonly #maxInFlight: number;
   readonly #maxDevices: number;
+  readonly #maxConnectors: number;
   #started = false;
 
   constructor(private readonly deps: ConnectorServiceDeps) {
     this.#store = new ConnectorStore(deps.db);
     this.#maxInFlight = deps.maxInFlight ?? 10_000;
     this.#maxDevices = deps.maxDevices ?? 1_000;
+    this.#maxConnectors = deps.maxConnectors ?? 100;
   }
 
   /** Starts every enabled connector. */
@@ -220,6 +244,11 @@ export class ConnectorService {
     const now = Date.now();
     const existing = b.id ? this.#store.byId(b.id.toLowerCase()) : undefined;
     if (b.id && !existing) throw new NotFoundError(`Connector with id [${b.id}] is not found`);
+    if (!existing && this.#store.count() >= this.#maxConnectors) {
+      throw new ValidationError(
+        `Invalid connector: at most ${this.#maxConnectors} connectors may exist; delete one first`,
+      );
+    }
     const clash = this.#store.byName(tenantId, b.name);
     if (clash && clash.id !== existing?.id) {
       throw new ValidationError(
@@ -287,6 +316,30 @@ export class ConnectorService {
     };
   }
 
+  /** Totals of every running connector (read when Prometheus scrapes). */
+  totals(): ConnectorTotals[] {
+    return [...this.#running.values()].map((run) => {
+      const counters = emptyCounters();
+      let active = 0;
+      for (const s of run.devices.values()) {
+        if (s.active) active++;
+        for (const k of Object.keys(counters) as Array<keyof DeviceCounters>)
+          counters[k] += s.counters[k];
+      }
+      counters.dropped += run.dropped;
+      const lines = run.runtime?.lines() ?? [];
+      const open = lines.filter((l) => l.open).length;
+      return {
+        name: run.row.name,
+        devicesActive: active,
+        devicesInactive: run.devices.size - active,
+        linesOpen: open,
+        linesClosed: lines.length - open,
+        counters,
+      };
+    });
+  }
+
   #row(id: string): ConnectorRow {
     const row = this.#store.byId(id.toLowerCase());
     if (!row) throw new NotFoundError(`Connector with id [${id}] is not found`);
@@ -323,6 +376,7 @@ export class ConnectorService {
       }
     }
     this.#running.set(row.id, run);
+    this.#armReports(run);
     try {
       run.runtime = this.deps.drivers[type](parsed, {
         reading: (ref, reading) => this.#reading(run, ref, reading),
@@ -342,6 +396,7 @@ export class ConnectorService {
     if (!run) return;
     this.#running.delete(id);
     run.stopped = true;
+    if (run.reportTimer) clearInterval(run.reportTimer);
     for (const state of run.devices.values()) this.#forget(state);
     try {
       await run.runtime?.stop();
@@ -387,7 +442,28 @@ export class ConnectorService {
         );
       }
     }
-    const { messages, activity } = this.deps;
+    let { telemetry, attributes } = reading;
+    if (state.report) {
+      const r = state.report;
+      const now = Date.now();
+      telemetry = r.filter.apply('telemetry', telemetry, (k) => r.telemetry.get(k), now);
+      attributes = r.filter.apply('attributes', attributes, (k) => r.attributes.get(k), now);
+    }
+    this.#send(run, state, device, reading.ts, telemetry, attributes);
+    this.deps.activity.record(device);
+  }
+
+  /** Values of one device into the core: telemetry (bounded in flight) and client attributes. */
+  #send(
+    run: Running,
+    state: DeviceState,
+    device: DeviceIdentity,
+    ts: number,
+    telemetry: Readonly<Record<string, unknown>>,
+    attributes: Readonly<Record<string, unknown>>,
+  ): void {
+    const { messages } = this.deps;
+    const reading = { ts, telemetry, attributes };
     if (Object.keys(reading.telemetry).length > 0) {
       if (run.inFlight >= this.#maxInFlight) {
         state.counters.dropped++;
@@ -417,7 +493,29 @@ export class ConnectorService {
         );
       }
     }
-    activity.record(device);
+  }
+
+  /**
+   * ON_REPORT_PERIOD keys (reference §6): every period the newest value of each is sent again
+   * with the current time, on a timer of the shortest period among the connector's keys.
+   */
+  #armReports(run: Running): void {
+    let period = Number.POSITIVE_INFINITY;
+    for (const state of run.devices.values()) {
+      for (const m of [state.report?.telemetry, state.report?.attributes]) {
+        for (const s of m?.values() ?? []) if (periodic(s)) period = Math.min(period, s.periodMs);
+      }
+    }
+    if (!Number.isFinite(period)) return;
+    run.reportTimer = setInterval(() => {
+      const now = Date.now();
+      for (const state of run.devices.values()) {
+        if (!state.report || !state.identity || !state.active) continue;
+        const due = state.report.filter.due(now);
+        this.#send(run, state, state.identity, now, due.telemetry, due.attributes);
+      }
+    }, period);
+    run.reportTimer.unref();
   }
 
   #failure(
@@ -587,26 +685,45 @@ function stringifyResult(v: unknown): string {
 }
 
 function newState(ref: ConnectorDeviceRef, slave?: ModbusSlave): DeviceState {
+  const strategies = (tags: readonly ModbusTag[]) =>
+    new Map(
+      tags.flatMap((t) =>
+        t.report && t.report.type !== 'ON_RECEIVED' && t.report.type !== 'DISABLED'
+          ? [[t.tag, t.report] as const]
+          : [],
+      ),
+    );
+  const telemetry = strategies(slave?.timeseries ?? []);
+  const attributes = strategies(slave?.attributes ?? []);
+  const report =
+    telemetry.size + attributes.size > 0
+      ? { telemetry, attributes, filter: new ReportFilter() }
+      : undefined;
   return {
     ref,
     slave,
+    report,
     subs: [],
     active: false,
     lastReadTime: null,
     lastError: null,
     lastErrorTime: null,
     consecutiveFailures: 0,
-    counters: {
-      polls: 0,
-      timeouts: 0,
-      crcErrors: 0,
-      exceptions: 0,
-      connectionErrors: 0,
-      decodeErrors: 0,
-      dropped: 0,
-      writes: 0,
-      writeErrors: 0,
-    },
+    counters: emptyCounters(),
+  };
+}
+
+function emptyCounters(): DeviceCounters {
+  return {
+    polls: 0,
+    timeouts: 0,
+    crcErrors: 0,
+    exceptions: 0,
+    connectionErrors: 0,
+    decodeErrors: 0,
+    dropped: 0,
+    writes: 0,
+    writeErrors: 0,
   };
 }
 

@@ -20,6 +20,7 @@ export class ConnectorStore {
   readonly #insert;
   readonly #update;
   readonly #delete;
+  readonly #count;
 
   constructor(db: Db) {
     this.#all = db.prepare<[], ConnectorRow>('SELECT * FROM connector ORDER BY created_time, id');
@@ -36,6 +37,11 @@ export class ConnectorStore {
          configuration = @configuration, updated_time = @updated_time WHERE id = @id`,
     );
     this.#delete = db.prepare<[string]>('DELETE FROM connector WHERE id = ?');
+    this.#count = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM connector');
+  }
+
+  count(): number {
+    return this.#count.get()?.n ?? 0;
   }
 
   all(): ConnectorRow[] {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { type ReportStrategy, reportStrategySchema } from './report-strategy.js';
 
 /**
  * The ThingsBoard IoT Gateway's Modbus connector configuration (connectors reference §1-§5), as a
@@ -55,6 +56,8 @@ export interface ModbusTag {
   readonly multiplier?: number;
   readonly divider?: number;
   readonly round: number;
+  /** Which readings of this key are sent (reference §6): the key's, else the slave's, else the file's. */
+  readonly report?: ReportStrategy;
 }
 
 export interface ModbusSlave {
@@ -124,6 +127,7 @@ const tagSchema = z
     multiplier: num.optional(),
     divider: num.pipe(z.number().refine((n) => n !== 0, 'must not be 0')).optional(),
     round: int.pipe(z.number().min(0).max(15)).optional(),
+    reportStrategy: reportStrategySchema.optional(),
   })
   .transform((t, ctx): ModbusTag => {
     const objectsCount = t.objectsCount ?? t.registersCount ?? t.registerCount ?? 1;
@@ -165,6 +169,7 @@ const tagSchema = z
       multiplier: t.multiplier,
       divider: t.divider,
       round: t.round ?? 6,
+      report: t.reportStrategy,
     };
   });
 
@@ -264,6 +269,7 @@ const slaveSchema = z
     waitAfterFailedAttemptsMs: int.pipe(z.number().min(0)).default(30000),
     delayBetweenRequestsMs: int.pipe(z.number().min(0).max(60000)).default(0),
     tls: z.record(z.string(), z.unknown()).optional(),
+    reportStrategy: reportStrategySchema.optional(),
     timeseries: z.array(codes(READ_CODES)).max(1000).default([]),
     attributes: z.array(codes(READ_CODES)).max(1000).default([]),
     attributeUpdates: z.array(codes(WRITE_CODES)).max(1000).default([]),
@@ -319,8 +325,8 @@ const slaveSchema = z
       connectAttemptCount: s.connectAttemptCount,
       waitAfterFailedAttemptsMs: s.waitAfterFailedAttemptsMs,
       delayBetweenRequestsMs: s.delayBetweenRequestsMs,
-      timeseries: s.timeseries,
-      attributes: s.attributes,
+      timeseries: withReport(s.timeseries, s.reportStrategy),
+      attributes: withReport(s.attributes, s.reportStrategy),
       attributeUpdates: s.attributeUpdates,
       rpc: s.rpc,
     }),
@@ -333,6 +339,7 @@ export const modbusConfigSchema = z
     }),
     server: z.unknown().optional(),
     slave: z.unknown().optional(),
+    reportStrategy: reportStrategySchema.optional(),
   })
   .superRefine((c, ctx) => {
     const names = new Set<string>();
@@ -347,7 +354,20 @@ export const modbusConfigSchema = z
       names.add(s.deviceName);
     });
   })
-  .transform((c): ModbusConnectorConfig => ({ slaves: c.master.slaves }));
+  .transform(
+    (c): ModbusConnectorConfig => ({
+      slaves: c.master.slaves.map((s) => ({
+        ...s,
+        timeseries: withReport(s.timeseries, c.reportStrategy),
+        attributes: withReport(s.attributes, c.reportStrategy),
+      })),
+    }),
+  );
+
+/** Read entries with the wider `reportStrategy` where they name none of their own. */
+function withReport(tags: readonly ModbusTag[], wider: ReportStrategy | undefined): ModbusTag[] {
+  return tags.map((t) => (t.report || !wider ? t : { ...t, report: wider }));
+}
 
 /** A read or write asked for over RPC with no entry in the config (reference §5, ad-hoc). */
 export interface AdHocRequest {
