@@ -122,7 +122,7 @@ export async function startTcpSlave(bank: RegisterBank, port = 0): Promise<Runni
   };
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const srv = createServer();
   await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
   const { port } = srv.address() as AddressInfo;
@@ -207,4 +207,29 @@ export class SocatPair {
     await this.down();
     await rm(this.dir, { recursive: true, force: true });
   }
+}
+/**
+ * A `socat` bridge between two addresses (e.g. a pty and a TCP listener): what carries Modbus RTU
+ * framing over TCP to modbus-serial's RTU server, which has no TCP side. `ready` is waited for before it is used (a pty link exists).
+ */
+export async function socatBridge(
+  a: string,
+  b: string,
+  ready: () => boolean = () => true,
+): Promise<{ close(): Promise<void> }> {
+  const proc = spawn('socat', [a, b], { stdio: 'ignore' });
+  const deadline = Date.now() + 10_000;
+  while (!ready()) {
+    if (proc.exitCode !== null) throw new Error(`socat exited with ${proc.exitCode}`);
+    if (Date.now() > deadline) throw new Error(`socat ${a} ${b} did not come up`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return {
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+        proc.once('exit', () => resolve());
+        proc.kill('SIGTERM');
+      }),
+  };
 }

@@ -81,7 +81,9 @@ export class ModbusSerialConnection implements ModbusConnection {
     } else if (s.type === 'udp') {
       await client.connectUDP(s.host, { port: s.tcpPort });
     } else if (s.method === 'rtu') {
-      await client.connectTcpRTUBuffered(s.host, { port: s.tcpPort });
+      // RTU frames (with their CRC) over TCP, as a serial-to-Ethernet converter carries them.
+      // @NOTE: modbus-serial's TelnetPort; its "TcpRTUBuffered" port sends MBAP frames instead.
+      await client.connectTelnet(s.host, { port: s.tcpPort });
     } else {
       await client.connectTCP(s.host, { port: s.tcpPort });
     }
