@@ -197,3 +197,31 @@ test('edit mode: add a latest-value widget bound to a key, move it, save it', as
     { col: 1, sizeX: 9 },
   );
 });
+
+test('a device group shared read-only with the customer lets its user read the device', async () => {
+  await page.getByRole('link', { name: 'Groups' }).click();
+  const add = page.getByRole('form', { name: 'Add group' });
+  await add.getByLabel('Group name').fill('Pumps');
+  await add.getByRole('button', { name: 'Add group' }).click();
+  await page.getByRole('button', { name: 'Pumps' }).click();
+  const members = page.getByRole('table', { name: 'Group members' });
+  const pumpRow = members.locator('tr', { hasText: 'Pump B' });
+  await pumpRow.getByRole('checkbox').click();
+  await waitFor(async () => await pumpRow.getByRole('checkbox').isChecked(), 30_000, 'the member');
+  const share = page.getByRole('form', { name: 'Share group' });
+  await share.getByLabel('Share with customer').selectOption({ label: 'Acme' });
+  await share.getByRole('button', { name: 'Share' }).click();
+  await share.getByText('Shared read-only').waitFor();
+  await screenshot(page, 'groups');
+
+  const login = await t.api('/api/auth/login', {
+    body: { username: 'tech@acme.test', password: 'tech-password-1' },
+  });
+  const techToken = ((await login.json()) as { token: string }).token;
+  const pump = (await (
+    await t.api('/api/tenant/devices?deviceName=Pump%20B', { token: await t.adminToken() })
+  ).json()) as {
+    id: { id: string };
+  };
+  assert.equal((await t.api(`/api/device/${pump.id.id}`, { token: techToken })).status, 200);
+});

@@ -45,6 +45,7 @@ const ROUTES: Array<{ path: string; load: Loader }> = [
     path: '/notifications',
     load: () => import('./pages/notifications.js').then((m) => m.NotificationsPage),
   },
+  { path: '/groups', load: () => import('./pages/groups.js').then((m) => m.GroupsPage) },
 ];
 
 const loaded = new Map<Loader, ComponentType<PageProps>>();
@@ -160,6 +161,7 @@ function Nav(props: { user: User; path: string; live: LiveState }) {
       ? ([
           ['/profiles', 'Profiles'],
           ['/customers', 'Customers'],
+          ['/groups', 'Groups'],
           ['/ota', 'OTA'],
           ['/rule-chains', 'Rule chains'],
         ] as Array<[string, string]>)
