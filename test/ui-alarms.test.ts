@@ -7,7 +7,8 @@ import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect } from './helpers/mqtt.js';
 
 // The alarm rule editor and the alarms page against a real gateway: a rule built with forms only,
-// triggered by MQTT telemetry, then acknowledged and cleared on the alarms page.
+// triggered by MQTT telemetry, the unread notification badge, then acknowledged and cleared on
+// the alarms page.
 
 let t: TestGateway;
 let browser: Browser;
@@ -102,6 +103,8 @@ test('build an alarm rule in the editor, trigger it over MQTT, acknowledge and c
   );
   assert.equal(await row.locator('.sev').textContent(), 'MAJOR');
   await screenshot(page, 'alarms-active');
+  // The gateway's default notification rule tells the tenant admin: the badge counts it, live.
+  await page.getByRole('link', { name: /^Notifications, [1-9]\d* unread$/ }).waitFor();
 
   await row.getByRole('button', { name: 'Acknowledge' }).click();
   await waitFor(async () => (await status()) === 'ACTIVE_ACK', 30_000, 'the acknowledgement');
