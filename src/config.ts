@@ -195,7 +195,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 1,
     max: 1000,
     default: 20,
-    help: 'Delivery attempts of one notification before it is marked FAILED',
+    help: 'Delivery attempts of one notification that its receiver refused before it is marked FAILED (an unreachable receiver is waited for)',
   },
   {
     path: 'notifications.retryBaseMs',
@@ -212,8 +212,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'int',
     min: 10,
     max: 86_400_000,
-    default: 300_000,
-    help: 'Longest retry delay of a failed notification',
+    default: 30_000,
+    help: 'Longest retry delay of a failed notification (a receiver back after an outage gets the queue within it)',
   },
   {
     path: 'dataDir',

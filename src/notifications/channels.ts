@@ -32,6 +32,36 @@ export function fillTemplate(
 /** A string as it goes inside a JSON string literal. */
 const jsonEscape = (v: string) => JSON.stringify(v).slice(1, -1);
 
+/** Socket and DNS error codes (Node, nodemailer) that mean "the receiver was not reached". */
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  'ECONNECTION',
+  'ESOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_SOCKET',
+]);
+
+/**
+ * Whether a send failed without reaching the receiver (refused connection, timeout, a missing
+ * serial port): such failures retry until the receiver is back, whatever the attempt count.
+ */
+export function isUnreachable(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const x = e as Error & { code?: unknown; unreachable?: unknown };
+    if (x.unreachable === true) return true;
+    if (x.name === 'TimeoutError' || x.name === 'AbortError') return true;
+    if (typeof x.code === 'string' && UNREACHABLE.has(x.code)) return true;
+  }
+  return false;
+}
+
 /** A short reason from a fetch failure (its `cause` names the socket error). */
 export function fetchError(err: unknown): string {
   if (err instanceof Error) return err.cause instanceof Error ? err.cause.message : err.message;

@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import type { AlarmStatus } from '../alarms/types.js';
-import type { Channels } from './channels.js';
+import { type Channels, isUnreachable } from './channels.js';
 import { statusMatches } from './notification-service.js';
 import type { NotificationStore, OutboxRow } from './notification-store.js';
 import type { DeliveryAttempt, OutboxPayload } from './types.js';
@@ -147,7 +147,9 @@ export class OutboxSender {
       const error = err instanceof Error ? err.message : String(err);
       history.push({ ts: this.#now(), ok: false, error });
       const kept = JSON.stringify(history.slice(-HISTORY_KEPT));
-      if (attempt >= this.deps.maxAttempts) {
+      // A receiver that is down is waited for (bounded by the outbox cap); one that answers
+      // with a refusal gets `maxAttempts`.
+      if (attempt >= this.deps.maxAttempts && !isUnreachable(err)) {
         store.finish(row.id, 'FAILED', error, kept, this.#now());
         this.#failed++;
         this.deps.log.warn(

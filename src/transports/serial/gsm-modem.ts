@@ -22,6 +22,11 @@ const CTRL_Z = '\x1a';
 /** 3GPP TS 27.007 §9.2 / TS 27.005 §3.2.5 final result codes that end a command with an error. */
 const ERROR = /(^|\r\n)(ERROR|\+CMS ERROR: ?\d+|\+CME ERROR: ?[^\r\n]+)\r\n/;
 
+/** An error the outbox retries without counting it against the delivery (isUnreachable). */
+function unreachable(message: string): Error {
+  return Object.assign(new Error(message), { unreachable: true });
+}
+
 export class GsmModem implements SmsModem {
   #chain: Promise<unknown> = Promise.resolve();
   #port: SerialPort | undefined;
@@ -51,7 +56,7 @@ export class GsmModem implements SmsModem {
     this.#port = port;
     await new Promise<void>((resolve, reject) =>
       port.open((err) =>
-        err ? reject(new Error(`modem port ${this.config.port}: ${err.message}`)) : resolve(),
+        err ? reject(unreachable(`modem port ${this.config.port}: ${err.message}`)) : resolve(),
       ),
     );
     let buf = '';
@@ -65,7 +70,7 @@ export class GsmModem implements SmsModem {
       new Promise<string>((resolve, reject) => {
         const timer = setTimeout(() => {
           waiter = undefined;
-          reject(new Error(`modem did not answer ${what} within ${this.config.timeoutMs} ms`));
+          reject(unreachable(`modem did not answer ${what} within ${this.config.timeoutMs} ms`));
         }, this.config.timeoutMs);
         waiter = () => {
           const err = ERROR.exec(buf);
