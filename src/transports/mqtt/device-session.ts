@@ -11,6 +11,7 @@ import type { OtaType } from '../../ota/ota-service.js';
 import type { DeviceCore } from '../device-core.js';
 import { PayloadCodec, type Wire } from '../payload-codec.js';
 import { GatewaySession } from './gateway-session.js';
+import { SparkplugSession } from './sparkplug-session.js';
 import {
   GATEWAY_TOPIC,
   maySubscribe,
@@ -58,6 +59,8 @@ export class DeviceSession {
   readonly settings: TransportSettings;
   /** JSON or the profile's Protobuf schemas (issue 21). */
   readonly codec: PayloadCodec;
+  /** A Sparkplug B edge node's side (profile `sparkplug: true`); absent otherwise. */
+  readonly #sparkplug: SparkplugSession | undefined;
 
   constructor(
     readonly device: DeviceIdentity,
@@ -69,6 +72,8 @@ export class DeviceSession {
     if (device.isGateway) this.#gateway = new GatewaySession(device, core, devices, send, log);
     this.settings = core.profileTransports.settings(device.profileId);
     this.codec = new PayloadCodec(this.settings.payload);
+    if (this.settings.sparkplug)
+      this.#sparkplug = new SparkplugSession(device, core, devices, this.settings, send, log);
   }
 
   /**
@@ -78,6 +83,7 @@ export class DeviceSession {
   maySubscribe(filter: string): boolean {
     return (
       maySubscribe('device', filter, this.device.isGateway) ||
+      this.#sparkplug?.maySubscribe(filter) === true ||
       this.settings.attributesSubscribeTopic.matches(filter)
     );
   }
@@ -87,6 +93,8 @@ export class DeviceSession {
     const { core, device, codec } = this;
     if (this.#gateway && topic.startsWith(GATEWAY_TOPIC.prefix))
       return await this.#gateway.publish(topic, payload);
+    // §4.1: every other publish of an edge node is Sparkplug.
+    if (this.#sparkplug) return await this.#sparkplug.publish(topic, payload);
     // transport-profiles.md §2.1: the profile's attribute filter, then its telemetry filter
     // (the v1 topics by default), then the fixed topics.
     const { settings } = this;
@@ -229,6 +237,7 @@ export class DeviceSession {
   close(): void {
     this.#closed = true;
     this.#gateway?.close();
+    this.#sparkplug?.close();
     for (const sub of this.#subs.values()) sub.unsubscribe();
     this.#subs.clear();
     for (const ac of this.#pendingClientRpc) ac.abort();
