@@ -3,7 +3,7 @@
  * PUBACK (target: ≥ 20,000 msg/s, p99 ≤ 50 ms, and ≥ half the rate of Debian's mosquitto driven
  * by the same load generator). Usage:
  *   npm run bench:mqtt [-- --publishers 50 --inflight 16 --duration 10 --warmup 2 --procs 2
- *                          --aedes]
+ *                          --aedes --payload json|protobuf|sparkplug]
  *
  * The gateway runs as the built bundle in its own process. The load generator runs in `--procs`
  * child processes (mqtt.js clients, one per device); each keeps `--inflight` QoS 1 publishes of a
@@ -13,6 +13,12 @@
  * `--aedes`, the gateway's Aedes version alone (no hooks, nothing stored). Each run prints the
  * CPU per message of the server and of the generator, which varies less with this machine's
  * speed than the rates do.
+ *
+ * `--payload protobuf` (issue 21) drives, side by side on one gateway, the JSON run and then the
+ * same 3 keys as Protobuf (a PROTOBUF profile's `ts`+`values` schema); `--payload sparkplug`
+ * drives JSON and then Sparkplug B edge nodes publishing NDATA of 20 metrics (by alias, encoded
+ * with Eclipse Tahu's sparkplug-payload). Those modes stop the gateway cleanly (no crash check)
+ * and skip mosquitto.
  */
 
 import { type ChildProcess, fork, spawn } from 'node:child_process';
@@ -26,7 +32,10 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type MqttClient } from 'mqtt';
+import protobuf from 'protobufjs';
+import { get as sparkplugCodec } from 'sparkplug-payload';
 import {
+  adminToken,
   buildBundle,
   cpuSeconds,
   createDevices,
@@ -40,6 +49,74 @@ import {
 
 const TOPIC = 'v1/devices/me/telemetry';
 const KEYS_PER_MESSAGE = 3;
+const SPARKPLUG_METRICS = 20;
+
+type PayloadKind = 'json' | 'protobuf' | 'sparkplug';
+
+/** The PROTOBUF profile's telemetry schema: the JSON run's 3 keys with the device timestamp. */
+const PROTO_SCHEMA = `syntax = "proto3";
+package bench;
+message Reading {
+  optional int64 ts = 1;
+  Values values = 2;
+  message Values { optional double temperature = 1; optional int32 humidity = 2; optional bool active = 3; }
+}`;
+
+/** A profile for `kind`, as ThingsBoard's JSON. */
+function profileBody(kind: PayloadKind): Record<string, unknown> {
+  const transport =
+    kind === 'protobuf'
+      ? {
+          type: 'MQTT',
+          transportPayloadTypeConfiguration: {
+            transportPayloadType: 'PROTOBUF',
+            deviceTelemetryProtoSchema: PROTO_SCHEMA,
+            deviceAttributesProtoSchema: 'syntax = "proto3"; message A { optional string v = 1; }',
+          },
+        }
+      : { type: 'MQTT', sparkplug: true };
+  return {
+    name: `bench-${kind}`,
+    transportType: 'MQTT',
+    profileData: { transportConfiguration: transport },
+  };
+}
+
+/** One message's encoder per payload kind; `seq` makes each timestamp unique. */
+function encoder(kind: PayloadKind): (seq: number, base: number) => string | Buffer {
+  if (kind === 'protobuf') {
+    const type = protobuf.parse(PROTO_SCHEMA).root.lookupType('bench.Reading');
+    return (seq, base) =>
+      Buffer.from(
+        type
+          .encode(
+            type.fromObject({
+              ts: base + seq,
+              values: { temperature: 20 + Math.random() * 5, humidity: seq % 100, active: true },
+            }),
+          )
+          .finish(),
+      );
+  }
+  if (kind === 'sparkplug') {
+    const codec = sparkplugCodec('spBv1.0');
+    if (!codec) throw new Error('no spBv1.0 codec');
+    return (seq, base) =>
+      Buffer.from(
+        codec.encodePayload({
+          timestamp: base + seq,
+          seq: (seq + 1) % 256,
+          metrics: Array.from({ length: SPARKPLUG_METRICS }, (_, i) => ({
+            alias: i,
+            type: 'Double' as const,
+            value: 20 + Math.random() * 5,
+          })),
+        }),
+      );
+  }
+  return (seq, base) =>
+    `{"ts":${base + seq},"values":{"temperature":${(20 + Math.random() * 5).toFixed(2)},"humidity":${seq % 100},"active":true}}`;
+}
 const MOSQUITTO = '/usr/sbin/mosquitto';
 const DRAIN_TIMEOUT_MS = 30_000;
 
@@ -51,6 +128,7 @@ interface GenParams {
   readonly durationMs: number;
   /** Keep publishing after the window until the broker closes the connection (crash check). */
   readonly untilClosed: boolean;
+  readonly payload: PayloadKind;
 }
 
 type GenMsg =
@@ -92,6 +170,33 @@ async function runGenerator(p: GenParams): Promise<void> {
         }),
     ),
   );
+  const encode = encoder(p.payload);
+  const base = Date.now() - 86_400_000;
+  // Sparkplug: each node is born first (NBIRTH seq 0, the metrics' names and aliases).
+  if (p.payload === 'sparkplug') {
+    const codec = sparkplugCodec('spBv1.0');
+    await Promise.all(
+      clients.map((c, i) =>
+        c.publishAsync(
+          `spBv1.0/Bench/NBIRTH/node${i}-${process.pid}`,
+          Buffer.from(
+            codec?.encodePayload({
+              timestamp: base,
+              seq: 0,
+              metrics: Array.from({ length: SPARKPLUG_METRICS }, (_, m) => ({
+                name: `metric${m}`,
+                alias: m,
+                type: 'Double' as const,
+                value: 0,
+                timestamp: base - 1,
+              })),
+            }) ?? new Uint8Array(),
+          ),
+          { qos: 1 },
+        ),
+      ),
+    );
+  }
   send({ kind: 'ready' });
   const [go] = (await once(process, 'message')) as [{ kind: 'go' }];
   if (go.kind !== 'go') throw new Error('expected go');
@@ -109,12 +214,13 @@ async function runGenerator(p: GenParams): Promise<void> {
   const cpu0 = process.cpuUsage();
   let cpuAtFrom: NodeJS.CpuUsage | undefined;
   let cpuAtTo: NodeJS.CpuUsage | undefined;
-  const base = Date.now() - 86_400_000;
 
   await Promise.all(
     clients.map(
-      (client) =>
+      (client, index) =>
         new Promise<void>((resolve) => {
+          const topic =
+            p.payload === 'sparkplug' ? `spBv1.0/Bench/NDATA/node${index}-${process.pid}` : TOPIC;
           let inflight = 0;
           let seq = 0;
           let finished = false;
@@ -128,11 +234,11 @@ async function runGenerator(p: GenParams): Promise<void> {
           const pump = () => {
             while (inflight < p.inflight && client.connected && performance.now() < stopIssuing) {
               // A unique ts per message: a repeated (device, key, ts) would be stored once.
-              const payload = `{"ts":${base + seq++},"values":{"temperature":${(20 + Math.random() * 5).toFixed(2)},"humidity":${seq % 100},"active":true}}`;
+              const payload = encode(seq++, base);
               const start = performance.now();
               inflight++;
               sent++;
-              client.publish(TOPIC, payload, { qos: 1 }, (err) => {
+              client.publish(topic, payload, { qos: 1 }, (err) => {
                 const now = performance.now();
                 inflight--;
                 if (err) errors++;
@@ -214,7 +320,13 @@ async function drive(
   serverPid: number,
   port: number,
   tokens: string[],
-  opts: { procs: number; inflight: number; warmupMs: number; durationMs: number },
+  opts: {
+    procs: number;
+    inflight: number;
+    warmupMs: number;
+    durationMs: number;
+    payload?: PayloadKind;
+  },
   /** Called at the end of the window while messages are in flight; the generator runs on until its connections close. */
   atWindowEnd?: () => Promise<void>,
 ): Promise<RunResult> {
@@ -231,6 +343,7 @@ async function drive(
       warmupMs: opts.warmupMs,
       durationMs: opts.durationMs,
       untilClosed: atWindowEnd !== undefined,
+      payload: opts.payload ?? 'json',
     };
     const child = fork(fileURLToPath(import.meta.url), ['--gen'], {
       env: { ...process.env, BENCH_GEN: JSON.stringify(params) },
@@ -448,6 +561,8 @@ async function main(): Promise<void> {
       'gateway-args': { type: 'string', default: '' },
       /** Writes a V8 CPU profile of the gateway process into this directory. */
       'cpu-prof': { type: 'string' },
+      /** json (default), or protobuf / sparkplug side by side with JSON (issue 21). */
+      payload: { type: 'string', default: 'json' },
     },
   });
   if (values.gen) {
@@ -468,6 +583,11 @@ async function main(): Promise<void> {
   };
   const durationS = opts.durationMs / 1000;
   if (!values['no-build']) buildBundle();
+  const payload = values.payload as PayloadKind;
+  if (payload === 'protobuf' || payload === 'sparkplug') {
+    await comparePayloads(payload, publishers, opts);
+    return;
+  }
 
   console.log(
     `MQTT QoS 1 telemetry benchmark: ${publishers} publishers × ${opts.inflight} in flight, ` +
@@ -543,6 +663,67 @@ async function main(): Promise<void> {
   );
   console.log(`  load average after: ${loadAverage()}`);
   if (!verified) process.exitCode = 1;
+}
+
+/**
+ * JSON and then `kind` on one gateway, each on its own devices, one after the other in one run
+ * (the machine is shared: figures are compared within the run). Stored points are counted.
+ */
+async function comparePayloads(
+  kind: 'protobuf' | 'sparkplug',
+  publishers: number,
+  opts: { procs: number; inflight: number; warmupMs: number; durationMs: number },
+): Promise<void> {
+  const durationS = opts.durationMs / 1000;
+  const keys = kind === 'sparkplug' ? SPARKPLUG_METRICS : KEYS_PER_MESSAGE;
+  console.log(
+    `MQTT QoS 1 payload benchmark (issue 21): JSON (3 keys) vs ${kind} (${keys} ${kind === 'sparkplug' ? 'metrics, NDATA' : 'keys'}), ` +
+      `${publishers} publishers × ${opts.inflight} in flight, ${opts.warmupMs / 1000} s warm-up + ${durationS} s measured each`,
+  );
+  console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
+  const gw = await startGatewayProcess(['--telemetry-max-points', String(1e9)]);
+  try {
+    const admin = await adminToken(gw.baseUrl);
+    const res = await fetch(`${gw.baseUrl}/api/deviceProfile`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'X-Authorization': `Bearer ${admin}` },
+      body: JSON.stringify(profileBody(kind)),
+    });
+    if (res.status !== 200) throw new Error(`profile: ${res.status} ${await res.text()}`);
+    const profileId = ((await res.json()) as { id: { id: string } }).id.id;
+    const jsonTokens = await createDevices(gw.baseUrl, 'bench-json', publishers);
+    const otherTokens = await createDevices(gw.baseUrl, `bench-${kind}`, publishers, 8, {
+      deviceProfileId: { entityType: 'DEVICE_PROFILE', id: profileId },
+    });
+    const json = await drive('JSON', gw.pid, gw.proc.ports.mqtt, jsonTokens, opts);
+    report(json, durationS);
+    const other = await drive(kind, gw.pid, gw.proc.ports.mqtt, otherTokens, {
+      ...opts,
+      payload: kind,
+    });
+    report(other, durationS);
+    const ratio = other.rate / json.rate;
+    // On a loaded machine the server's CPU per message compares better than the rates do.
+    const perMsg = (r: RunResult) => r.serverCpuSec / (r.rate * durationS);
+    console.log(
+      `  ratio ${kind} / JSON: rate ${ratio.toFixed(2)}, server cpu per message ${(perMsg(other) / perMsg(json)).toFixed(2)}`,
+    );
+    console.log(
+      kind === 'protobuf'
+        ? `  target: Protobuf ≥ 90 % of the JSON rate ${ratio >= 0.9 ? 'met' : 'MISSED'}`
+        : `  target: NDATA of 20 metrics ≥ 10,000 msg/s ${other.rate >= 10_000 ? 'met' : 'MISSED'}`,
+    );
+    await gw.close(true);
+    const points = storedPoints(gw.dataDir);
+    const expected = KEYS_PER_MESSAGE * json.acked + keys * other.acked;
+    console.log(
+      `  stored points ${points}, expected ≥ ${expected} (acked × keys, plus birth metrics) → ${points >= expected ? 'OK' : 'MISMATCH'}`,
+    );
+    if (points < expected) process.exitCode = 1;
+  } finally {
+    await gw.close();
+  }
+  console.log(`  load average after: ${loadAverage()}`);
 }
 
 await main();

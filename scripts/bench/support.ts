@@ -130,6 +130,8 @@ export async function createDevices(
   prefix: string,
   count: number,
   parallel = 8,
+  /** More fields of each device (a `deviceProfileId`, ...). */
+  extra: Record<string, unknown> = {},
 ): Promise<string[]> {
   const token = await adminToken(baseUrl);
   const tokens = Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
@@ -142,7 +144,7 @@ export async function createDevices(
         {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'X-Authorization': `Bearer ${token}` },
-          body: JSON.stringify({ name: `${prefix}-${i}` }),
+          body: JSON.stringify({ ...extra, name: `${prefix}-${i}` }),
         },
       );
       if (res.status !== 200)
