@@ -148,6 +148,22 @@ describe('Sparkplug B edge node', () => {
     assert.match(((await unknown.json()) as { error: string }).error, /does not have a metricName/);
   });
 
+  it('a shared attribute named like a birth metric goes out as a DCMD', async () => {
+    const pump2 = await deviceId('Pump2');
+    const before = dcmds.length;
+    const res = await t.api(`/api/plugins/telemetry/DEVICE/${pump2}/SHARED_SCOPE`, {
+      token: admin,
+      body: { setpoint: 9, notAMetric: 1 },
+    });
+    assert.equal(res.status, 200);
+    const cmd = await waitFor(() => dcmds[before], 10_000, 'DCMD');
+    assert.equal(cmd.device, 'Pump2');
+    assert.deepEqual(
+      cmd.payload.metrics?.map((m) => [Number(m.alias), m.value]),
+      [[21, 9]],
+    );
+  });
+
   it('NDEATH on an unclean disconnect marks the node and its devices inactive', async () => {
     const pump1 = (await deviceId('Pump1')) as string;
     const pump2 = (await deviceId('Pump2')) as string;
