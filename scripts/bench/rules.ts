@@ -15,15 +15,10 @@
  * until it is on main this measures the engine alone.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { configWith } from '../../src/config.js';
-import { createGateway } from '../../src/gateway.js';
 import type { GatewayMsg } from '../../src/messages/types.js';
 import { defaultRootChain } from '../../src/rules/default-root-chain.js';
-import { loadAverage } from './support.js';
+import { loadAverage, startGatewayInProcess } from './support.js';
 
 const { values } = parseArgs({
   options: {
@@ -35,20 +30,9 @@ const MESSAGES = Number(values.messages);
 const CALLS = Number(values.calls);
 const P = 'org.thingsboard.rule.engine.';
 
-const dataDir = await mkdtemp(join(tmpdir(), 'edge-gw-bench-rules-'));
-const gw = createGateway(
-  configWith({
-    dataDir,
-    bind: '127.0.0.1',
-    logLevel: 'warn',
-    http: { port: 0 },
-    mqtt: { port: 0 },
-    coap: { port: 0 },
-    rules: { queueSize: MESSAGES + 1 },
-  }),
-  { secrets: { adminEmail: 'bench@local', adminPassword: 'bench-password-1' }, env: {} },
-);
-await gw.start();
+const { gw, stop } = await startGatewayInProcess('rules', {
+  rules: { queueSize: MESSAGES + 1 },
+});
 try {
   const { rules, devices } = gw.services;
   const device = devices.save({ name: 'bench-device' });
@@ -142,6 +126,5 @@ try {
     `failed ${stats.chains.reduce((a, c) => a + c.failed, 0)}, dropped ${stats.chains.reduce((a, c) => a + c.dropped, 0)}; load average ${loadAverage()}`,
   );
 } finally {
-  await gw.stop();
-  await rm(dataDir, { recursive: true, force: true });
+  await stop();
 }

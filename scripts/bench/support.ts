@@ -12,6 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
+import { type Config, configWith, type DeepPartial } from '../../src/config.js';
+import { createGateway, type Gateway } from '../../src/gateway.js';
 import { decodeLogRecord } from '../../src/telemetry/telemetry-block.js';
 import {
   BUNDLE,
@@ -36,6 +38,37 @@ export interface BenchGateway {
   crash(): Promise<void>;
   /** Stops the process (SIGTERM) and deletes the data directory unless `keepData`. */
   close(keepData?: boolean): Promise<void>;
+}
+
+/**
+ * A gateway in the bench's own process (`createGateway`) on ephemeral loopback ports with a temp
+ * data dir, for benches that read its services or bus directly. `stop()` deletes the data dir.
+ */
+export async function startGatewayInProcess(
+  name: string,
+  config: DeepPartial<Config> = {},
+): Promise<{ gw: Gateway; stop(): Promise<void> }> {
+  const dataDir = await mkdtemp(join(tmpdir(), `edge-gw-bench-${name}-`));
+  const gw = createGateway(
+    configWith({
+      dataDir,
+      bind: '127.0.0.1',
+      logLevel: 'warn',
+      ...config,
+      http: { port: 0, ...config.http },
+      mqtt: { port: 0, ...config.mqtt },
+      coap: { port: 0, ...config.coap },
+    }),
+    { secrets: { adminEmail: ADMIN_EMAIL, adminPassword: ADMIN_PASSWORD }, env: {}, uiDir: null },
+  );
+  await gw.start();
+  return {
+    gw,
+    async stop() {
+      await gw.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** `node build.mjs`, so the bench runs the current sources as the shipped bundle. */
