@@ -908,6 +908,7 @@ async function buildServices(
     attributes,
     alarms,
     shared: sharedDevices(groups),
+    notifications: notifications.service,
     userActive: (id) => users.row(id)?.enabled === 1,
     maxSubscriptionsPerSession: config.ws.maxSubscriptionsPerSession,
   });

@@ -401,6 +401,66 @@ describe('live WebSocket API', () => {
     }
   });
 
+  it('NOTIFICATIONS and NOTIFICATIONS_COUNT follow the inbox; MARK_(ALL_)NOTIFICATIONS_AS_READ', async () => {
+    const dev = await createDevice(t, 'notified-1');
+    const ws = await WsClient.open(t, '/api/ws', admin);
+    try {
+      ws.send({
+        cmds: [
+          { type: 'NOTIFICATIONS_COUNT', cmdId: 60 },
+          { type: 'NOTIFICATIONS', cmdId: 61, limit: 10 },
+        ],
+      });
+      const count0 = (await ws.next(forCmd(60))).totalUnreadCount as number;
+      const list0 = await ws.next(forCmd(61));
+      assert.equal(list0.cmdUpdateType, 'NOTIFICATIONS');
+      assert.equal(list0.totalUnreadCount, count0);
+      const raise = async (type: string) => {
+        const res = await t.api('/api/alarm', {
+          body: { originator: { entityType: 'DEVICE', id: dev.id }, type, severity: 'MAJOR' },
+          token: admin,
+        });
+        assert.equal(res.status, 200, await res.text());
+      };
+      // The default notification rule puts every new alarm into the tenant administrator's inbox.
+      await raise('Notified A');
+      const count1 = await ws.next(forCmd(60));
+      assert.equal(count1.cmdUpdateType, 'NOTIFICATIONS_COUNT');
+      assert.equal(count1.totalUnreadCount, count0 + 1);
+      const pushed = await ws.next((u) => u.cmdId === 61 && u.update !== null);
+      const first = pushed.update as { id: { id: string }; subject: string };
+      assert.match(first.subject, /Notified A/);
+      assert.equal(pushed.totalUnreadCount, count0 + 1);
+      await raise('Notified B');
+      assert.equal((await ws.next(forCmd(60))).totalUnreadCount, count0 + 2);
+      await ws.next((u) => u.cmdId === 61 && u.update !== null);
+
+      ws.send({
+        cmds: [{ type: 'MARK_NOTIFICATIONS_AS_READ', cmdId: 62, notifications: [first.id.id] }],
+      });
+      assert.equal((await ws.next(forCmd(60))).totalUnreadCount, count0 + 1);
+      const relisted = await ws.next((u) => u.cmdId === 61 && u.notifications !== null);
+      assert.equal(
+        (relisted.notifications as Array<{ id: { id: string } }>).some(
+          (n) => n.id.id === first.id.id,
+        ),
+        false,
+      );
+      ws.send({ cmds: [{ type: 'MARK_ALL_NOTIFICATIONS_AS_READ', cmdId: 63 }] });
+      assert.equal((await ws.next(forCmd(60))).totalUnreadCount, 0);
+      const unread = await t.api('/api/notifications/unread/count', { token: admin });
+      assert.equal(await unread.text(), '0');
+      ws.send({ cmds: [{ type: 'NOTIFICATIONS_UNSUBSCRIBE', cmdId: 60 }] });
+      ws.send({ cmds: [{ type: 'NOTIFICATIONS_UNSUBSCRIBE', cmdId: 61 }] });
+      await raise('Notified C');
+      ws.send({ tsSubCmds: [{ cmdId: 64, entityType: 'DEVICE', entityId: dev.id }] });
+      await ws.next(forCmd(64));
+      assert.deepEqual(ws.unreadFor(60), []);
+    } finally {
+      ws.close();
+    }
+  });
+
   it('a customer user subscribing to a foreign device gets the Unauthorized error update, never data', async () => {
     const foreign = await createDevice(t, 'tenant-only-1');
     const own = await createDevice(t, 'customer-own-1');

@@ -41,6 +41,13 @@ import {
   MAX_ENTITIES,
   parseEntityFilter,
 } from './entity-query.js';
+import {
+  type InboxChange,
+  markRead,
+  type NotificationInbox,
+  NotificationsCountSub,
+  NotificationsSub,
+} from './notification-subs.js';
 import type { ApiSession } from './subscription-service.js';
 import {
   type EntityData,
@@ -64,6 +71,8 @@ export interface SubContext {
   readonly telemetry: Pick<TelemetryService, 'query'>;
   readonly attributes: Pick<AttributeService, 'get'>;
   readonly alarms: Pick<AlarmService, 'list'>;
+  /** The caller's inbox; absent when the gateway has no notification domain. */
+  readonly notifications?: NotificationInbox;
   now(): number;
   /** Call after `devices()` changed. */
   reindex(sub: Sub): void;
@@ -83,6 +92,8 @@ export interface Sub {
   onAlarm?(ev: AlarmEvent): void;
   /** A device was created, updated, deleted or changed owner. */
   onDevicesChanged?(): void;
+  /** Some user's inbox changed. */
+  onInbox?(change: InboxChange): void;
 }
 
 /** A subscription for `cmd`, or undefined for a one-shot command already answered. */
@@ -105,6 +116,14 @@ export function createSub(cmd: RawCmd, cmdId: number, ctx: SubContext): Sub | un
       return new AlarmCountSub(cmdId, cmd.body, ctx);
     case 'ALARM_STATUS':
       return new AlarmStatusSub(cmdId, cmd.body, ctx);
+    case 'NOTIFICATIONS':
+      return new NotificationsSub(cmdId, cmd.body, ctx);
+    case 'NOTIFICATIONS_COUNT':
+      return new NotificationsCountSub(cmdId, ctx);
+    case 'MARK_NOTIFICATIONS_AS_READ':
+    case 'MARK_ALL_NOTIFICATIONS_AS_READ':
+      markRead(cmd.body, cmd.type === 'MARK_ALL_NOTIFICATIONS_AS_READ', ctx);
+      return undefined;
     default:
       throw new ValidationError(`${cmd.type} is not supported`);
   }

@@ -22,6 +22,7 @@ import type { EventBus, TelemetryPoint } from '../events.js';
 import type { TelemetryService } from '../telemetry/telemetry-service.js';
 import { cmdIdOf, type RawCmd, readWrapper } from './commands.js';
 import { EntityResolver } from './entity-query.js';
+import type { InboxChange, NotificationInbox } from './notification-subs.js';
 import { createSub, type Sub, type SubContext } from './subs.js';
 import { CLOSE, ERROR_CODE, type WsCmdType, type WsUpdate } from './types.js';
 
@@ -43,6 +44,8 @@ export interface SubscriptionServiceDeps {
   readonly attributes: Pick<AttributeService, 'get'>;
   readonly alarms: Pick<AlarmService, 'list'>;
   readonly shared: SharedDeviceAccess;
+  /** Users' inboxes (NOTIFICATIONS commands); their changes arrive as `notification.*` events. */
+  readonly notifications?: NotificationInbox;
   /** Whether the user still exists and may sign in. */
   readonly userActive: (userId: string) => boolean;
   /** Most live subscriptions of one session; the session is closed above it. */
@@ -183,6 +186,7 @@ export class SubscriptionService {
   readonly #indexed = new Map<Sub, readonly string[]>();
   readonly #alarmSubs = new Set<Sub>();
   readonly #deviceSetSubs = new Set<Sub>();
+  readonly #inboxSubs = new Set<Sub>();
   readonly #resolver: EntityResolver;
   #timer: NodeJS.Timeout | undefined;
 
@@ -210,6 +214,19 @@ export class SubscriptionService {
     bus.on(OWNER, 'device.updated', changed);
     bus.on(OWNER, 'device.deleted', changed);
     bus.on(OWNER, 'device.owner', changed);
+    bus.on(OWNER, 'notification.created', ({ notification }) =>
+      this.#inboxChanged({
+        kind: 'created',
+        recipientId: notification.recipientId.id,
+        notification,
+      }),
+    );
+    bus.on(OWNER, 'notification.read', ({ recipientId, unread }) =>
+      this.#inboxChanged({ kind: 'read', recipientId, unread }),
+    );
+    bus.on(OWNER, 'notification.deleted', ({ recipientId, unread }) =>
+      this.#inboxChanged({ kind: 'deleted', recipientId, unread }),
+    );
     const every = this.deps.recheckIntervalMs ?? 1000;
     this.#timer = setInterval(() => this.#recheck(), every);
     this.#timer.unref();
@@ -251,6 +268,7 @@ export class SubscriptionService {
       telemetry: this.deps.telemetry,
       attributes: this.deps.attributes,
       alarms: this.deps.alarms,
+      notifications: this.deps.notifications,
       now: () => this.#now(),
       reindex: (sub) => {
         this.unindex(sub);
@@ -274,6 +292,7 @@ export class SubscriptionService {
     }
     if (sub.onAlarm) this.#alarmSubs.add(sub);
     if (sub.onDevicesChanged) this.#deviceSetSubs.add(sub);
+    if (sub.onInbox) this.#inboxSubs.add(sub);
   }
 
   /** @internal */
@@ -286,6 +305,7 @@ export class SubscriptionService {
     this.#indexed.delete(sub);
     this.#alarmSubs.delete(sub);
     this.#deviceSetSubs.delete(sub);
+    this.#inboxSubs.delete(sub);
   }
 
   /** @internal */
@@ -319,6 +339,11 @@ export class SubscriptionService {
 
   #alarm(ev: AlarmEvent): void {
     this.#each(this.#alarmSubs, 'alarm', (s) => s.onAlarm?.(ev));
+  }
+
+  /** A user's inbox changed (after its commit): NOTIFICATIONS and NOTIFICATIONS_COUNT update. */
+  #inboxChanged(change: InboxChange): void {
+    this.#each(this.#inboxSubs, 'notifications', (s) => s.onInbox?.(change));
   }
 
   #devicesChanged(): void {
