@@ -161,6 +161,13 @@ describe('one way in: every device message reaches the processing entry point', 
     assert.equal(tel.metadata.deviceName, 'msg-child');
     assert.equal(tel.metadata.ts, '5');
     assert.deepEqual(tel.data, { v: 7 });
+    // The child's session follows the gateway's: connected on first sight, disconnected when the
+    // gateway goes away.
+    assert.equal(
+      (await collector.wait(childId, 'CONNECT_EVENT'))[0].metadata.deviceName,
+      'msg-child',
+    );
+    assert.ok((await collector.wait(childId, 'DISCONNECT_EVENT')).length >= 1);
   });
 
   it('client-side RPC: TO_SERVER_RPC_REQUEST names the session, and a reply by its ids reaches the device', async () => {

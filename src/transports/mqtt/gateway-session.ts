@@ -335,6 +335,9 @@ export class GatewaySession {
       }),
     ];
     this.#children.set(name, { device, subs });
+    // A child's session starts and ends with the gateway's connect/disconnect (or its first
+    // message, or the gateway's own disconnect), as any device's: activity and CONNECT_EVENT.
+    core.messages.connected(device);
     this.log.debug(
       { gatewayId: this.gateway.id, device: name, deviceId: device.id },
       'gateway child connected',
@@ -348,6 +351,7 @@ export class GatewaySession {
     if (!child) return false;
     for (const sub of child.subs) sub.unsubscribe();
     this.#children.delete(name);
+    this.core.messages.disconnected(child.device);
     return true;
   }
 
