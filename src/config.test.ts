@@ -36,6 +36,34 @@ describe('loadConfig', () => {
     assert.ok(Object.isFrozen(config) && Object.isFrozen(config.http));
   });
 
+  it('reads switches: a bool flag alone is true; true/false/on/off/1/0 anywhere', () => {
+    const defaults = loadConfig({ env: {} }).config;
+    assert.equal(defaults.https.enabled, true);
+    assert.equal(defaults.https.port, 8443);
+    assert.equal(defaults.http.redirect, false);
+    const { config } = loadConfig({
+      argv: ['--http-redirect', '--https', 'off', '--https-port', '0'],
+      env: {},
+    });
+    assert.equal(config.http.redirect, true);
+    assert.equal(config.https.enabled, false);
+    assert.equal(config.https.port, 0);
+    assert.equal(
+      loadConfig({ env: { EDGE_HTTPS: '0', EDGE_HTTP_REDIRECT: 'yes' } }).config.https.enabled,
+      false,
+    );
+    assert.equal(
+      loadConfig({ argv: ['--https=true'], env: { EDGE_HTTPS: 'false' } }).config.https.enabled,
+      true,
+    );
+    assert.throws(
+      () => loadConfig({ env: { EDGE_HTTPS: 'maybe' }, argv: ['--tls-cert', 'c.pem'] }),
+      (err: ConfigError) =>
+        err.problems.some((p) => /--https \(env EDGE_HTTPS\) must be true or false/.test(p)) &&
+        err.problems.includes('--tls-cert and --tls-key must be set together'),
+    );
+  });
+
   it('lets flags beat env beat file beat defaults', () => {
     const { config } = loadConfig({
       argv: ['--config', file, '--http-port', '2001'],

@@ -19,10 +19,16 @@ export interface Config {
     readonly maxBodyBytes: number;
     readonly maxUrlBytes: number;
     readonly maxHeaderBytes: number;
+    /** Plain HTTP answers with a redirect to HTTPS, except the device API (`/api/v1/...`). */
+    readonly redirect: boolean;
   };
+  /** The REST API, device HTTP API, WebSocket and page over TLS. */
+  readonly https: { readonly enabled: boolean; readonly port: number };
+  /** Certificate and key of HTTPS (and MQTT over TLS unless it has its own); empty: generated. */
+  readonly tls: { readonly cert: string; readonly key: string };
   readonly mqtt: {
     readonly port: number;
-    /** MQTT over TLS, served only when both certificate and key files are set. */
+    /** MQTT over TLS: with its own pair, or with HTTPS's pair while HTTPS is on. */
     readonly tlsPort: number;
     readonly tlsCert: string;
     readonly tlsKey: string;
@@ -104,7 +110,7 @@ export interface Secrets {
   readonly metricsToken?: string;
 }
 
-type OptionType = 'port' | 'int' | 'string' | 'path' | 'enum';
+type OptionType = 'port' | 'int' | 'string' | 'path' | 'enum' | 'bool';
 
 export interface OptionSpec {
   /** Dotted path into Config. */
@@ -115,7 +121,7 @@ export interface OptionSpec {
   readonly values?: readonly string[];
   readonly min?: number;
   readonly max?: number;
-  readonly default: string | number;
+  readonly default: string | number | boolean;
   readonly help: string;
 }
 
@@ -240,6 +246,46 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'HTTP port (REST API, device HTTP API, web UI); 0 picks a free port',
   },
   {
+    path: 'https.enabled',
+    flag: '--https',
+    env: 'EDGE_HTTPS',
+    type: 'bool',
+    default: true,
+    help: 'Serve the REST API, device HTTP API, WebSocket and page over TLS as well (false turns HTTPS and the default MQTT over TLS off)',
+  },
+  {
+    path: 'https.port',
+    flag: '--https-port',
+    env: 'EDGE_HTTPS_PORT',
+    type: 'port',
+    default: 8443,
+    help: 'HTTPS port; 0 picks a free port',
+  },
+  {
+    path: 'tls.cert',
+    flag: '--tls-cert',
+    env: 'EDGE_TLS_CERT',
+    type: 'path',
+    default: '',
+    help: 'PEM certificate (chain) for HTTPS and MQTT over TLS; when unset, a self-signed one for the host names and addresses of the box is generated on first start and kept in <data-dir>/tls/',
+  },
+  {
+    path: 'tls.key',
+    flag: '--tls-key',
+    env: 'EDGE_TLS_KEY',
+    type: 'path',
+    default: '',
+    help: 'PEM private key of --tls-cert',
+  },
+  {
+    path: 'http.redirect',
+    flag: '--http-redirect',
+    env: 'EDGE_HTTP_REDIRECT',
+    type: 'bool',
+    default: false,
+    help: 'Plain HTTP answers 308 to the HTTPS address, except the device API (/api/v1/...), which many devices only speak in plain HTTP',
+  },
+  {
     path: 'mqtt.port',
     flag: '--mqtt-port',
     env: 'EDGE_MQTT_PORT',
@@ -253,7 +299,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'EDGE_MQTT_TLS_PORT',
     type: 'port',
     default: 8883,
-    help: 'MQTT over TLS port, served when --mqtt-tls-cert and --mqtt-tls-key are set',
+    help: 'MQTT over TLS port, served with --mqtt-tls-cert/--mqtt-tls-key, else with the HTTPS certificate while HTTPS is on',
   },
   {
     path: 'mqtt.tlsCert',
@@ -261,7 +307,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'EDGE_MQTT_TLS_CERT',
     type: 'path',
     default: '',
-    help: 'PEM certificate (chain) file for MQTT over TLS',
+    help: 'PEM certificate (chain) file for MQTT over TLS, when it differs from --tls-cert',
   },
   {
     path: 'mqtt.tlsKey',
@@ -707,6 +753,17 @@ function setPath(obj: Raw, path: string, value: unknown): void {
   cur[parts[parts.length - 1]] = value;
 }
 
+const BOOL_WORDS = new Map([
+  ['true', true],
+  ['1', true],
+  ['on', true],
+  ['yes', true],
+  ['false', false],
+  ['0', false],
+  ['off', false],
+  ['no', false],
+]);
+
 function coerce(spec: OptionSpec, value: unknown, source: string, problems: string[]): unknown {
   const label = `${spec.flag ?? spec.path} (${source})`;
   if (spec.type === 'path') {
@@ -723,6 +780,13 @@ function coerce(spec: OptionSpec, value: unknown, source: string, problems: stri
       return undefined;
     }
     return value;
+  }
+  if (spec.type === 'bool') {
+    if (typeof value === 'boolean') return value;
+    const word = typeof value === 'string' ? value.toLowerCase() : '';
+    if (BOOL_WORDS.has(word)) return BOOL_WORDS.get(word);
+    problems.push(`${label} must be true or false (got ${JSON.stringify(value)})`);
+    return undefined;
   }
   if (spec.type === 'enum') {
     if (typeof value !== 'string' || !spec.values?.includes(value)) {
@@ -787,6 +851,11 @@ function parseFlags(argv: readonly string[], problems: string[]) {
         !argv[i + 1].startsWith('--')
       )
         i++;
+      continue;
+    }
+    // A bool flag alone means true: `--http-redirect`, `--https false`.
+    if (spec.type === 'bool' && inline === undefined && !BOOL_WORDS.has(argv[i + 1] ?? '')) {
+      values.set(spec, 'true');
       continue;
     }
     const v = takeValue();
@@ -869,6 +938,10 @@ export function loadConfig(input: ConfigInput = {}): { config: Config; secrets: 
   if (mqtt && Boolean(mqtt.tlsCert) !== Boolean(mqtt.tlsKey)) {
     problems.push('--mqtt-tls-cert and --mqtt-tls-key must be set together');
   }
+  const tls = out.tls as { cert?: string; key?: string } | undefined;
+  if (tls && Boolean(tls.cert) !== Boolean(tls.key)) {
+    problems.push('--tls-cert and --tls-key must be set together');
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   const dataDir = resolve(cwd, out.dataDir as string);
@@ -924,7 +997,7 @@ export function helpText(version: string): string {
   ];
   for (const o of OPTIONS) {
     if (!o.flag) continue;
-    const left = `  ${o.flag} ${o.type === 'enum' ? (o.values ?? []).join('|') : o.type === 'string' ? 'VALUE' : o.type === 'path' ? 'FILE' : 'N'}`;
+    const left = `  ${o.flag} ${o.type === 'enum' ? (o.values ?? []).join('|') : o.type === 'string' ? 'VALUE' : o.type === 'path' ? 'FILE' : o.type === 'bool' ? '[true|false]' : 'N'}`;
     lines.push(`${left.padEnd(38)} ${o.help} (${o.env}, default ${o.default})`);
   }
   lines.push(

@@ -53,6 +53,7 @@ import { SystemdNotifier } from './systemd.js';
 import { TELEMETRY_LIMITS } from './telemetry/telemetry-parser.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
 import { TenantService } from './tenant/tenant-service.js';
+import { loadOrCreateTls, type TlsPair } from './tls/certificate.js';
 import { CoapServer } from './transports/coap/coap-server.js';
 import { alarmRoutes } from './transports/http/alarm-routes.js';
 import { createHttpApp, type HealthInfo } from './transports/http/app.js';
@@ -74,7 +75,7 @@ import {
 } from './transports/http/device-api/telemetry.js';
 import { deviceProfileRoutes } from './transports/http/device-profile-routes.js';
 import { groupRoutes } from './transports/http/group-routes.js';
-import { HttpServer } from './transports/http/http-server.js';
+import { HttpServer, httpsRedirect } from './transports/http/http-server.js';
 import { requireUser } from './transports/http/middleware.js';
 import { noauthRoutes } from './transports/http/noauth-routes.js';
 import { adminSettingsRoutes, notificationRoutes } from './transports/http/notification-routes.js';
@@ -83,6 +84,8 @@ import {
   metricsApp,
   metricsRoutes,
   requireOperator,
+  type SystemInfo,
+  systemRoutes,
 } from './transports/http/ops-routes.js';
 import { OTA_UPLOAD_ROUTE, otaRoutes } from './transports/http/ota-routes.js';
 import { ownerAttributeRoutes } from './transports/http/owner-attribute-routes.js';
@@ -128,6 +131,8 @@ export interface GatewayOverrides {
 
 export interface Ports {
   readonly http: number;
+  /** 0 when HTTPS is off. */
+  readonly https: number;
   readonly mqtt: number;
   /** 0 when MQTT over TLS is not configured. */
   readonly mqttTls: number;
@@ -160,6 +165,8 @@ export class Gateway implements AsyncDisposable {
   #checkpointer: Checkpointer | undefined;
   #dbHealth: DbHealth | undefined;
   #metricsHttp: HttpServer | undefined;
+  #https: HttpServer | undefined;
+  #tls: TlsPair | undefined;
   #services: Services | undefined;
   #http: HttpServer | undefined;
   #mqtt: MqttServer | undefined;
@@ -197,6 +204,7 @@ export class Gateway implements AsyncDisposable {
   get ports(): Ports {
     return {
       http: this.#http?.port ?? 0,
+      https: this.#https?.port ?? 0,
       mqtt: this.#mqtt?.port ?? 0,
       mqttTls: this.#mqtt?.tlsPort ?? 0,
       coap: this.#coap?.port ?? 0,
@@ -237,6 +245,26 @@ export class Gateway implements AsyncDisposable {
       this.#dbHealth = dbHealth;
       this.metrics.start();
       const secrets = this.overrides.secrets ?? {};
+      if (config.https.enabled) {
+        const tls = await loadOrCreateTls({
+          dataDir: config.dataDir,
+          certFile: config.tls.cert,
+          keyFile: config.tls.key,
+        });
+        this.#tls = tls;
+        log.info(
+          {
+            file: tls.certFile,
+            generated: tls.generated,
+            fingerprint256: tls.fingerprint256,
+            subjectAltName: tls.subjectAltName,
+            validTo: tls.validTo,
+          },
+          tls.generated
+            ? 'tls certificate (self-signed): compare this SHA-256 fingerprint with the one your browser shows'
+            : 'tls certificate',
+        );
+      }
       this.#services = await buildServices(
         db,
         this.config,
@@ -289,6 +317,7 @@ export class Gateway implements AsyncDisposable {
         apiRoutes: [
           ...apiRoutes(s, config, this.metrics),
           ...(config.metrics.port === 0 ? [{ path: '/', app: metricsRoutes(ops) }] : []),
+          { path: '/api', app: systemRoutes({ info: () => this.info() }) },
           {
             path: '/api',
             app: backupRoutes({
@@ -310,12 +339,28 @@ export class Gateway implements AsyncDisposable {
           meter: this.metrics.ingest,
         }),
       ];
+      const tls = this.#tls;
+      if (tls) {
+        this.#https = new HttpServer({
+          app,
+          host,
+          port: config.https.port,
+          log: this.loggers.http,
+          lanes,
+          tls,
+          maxUrlBytes: config.http.maxUrlBytes,
+          maxHeaderBytes: config.http.maxHeaderBytes,
+        });
+        await this.#https.start();
+        log.info({ transport: 'https', host, port: this.#https.port }, 'listening');
+      }
+      const https = this.#https;
       this.#http = new HttpServer({
         app,
         host,
         port: config.http.port,
         log: this.loggers.http,
-        lanes,
+        lanes: https && config.http.redirect ? [httpsRedirect(() => https.port), ...lanes] : lanes,
         maxUrlBytes: config.http.maxUrlBytes,
         maxHeaderBytes: config.http.maxHeaderBytes,
       });
@@ -339,13 +384,16 @@ export class Gateway implements AsyncDisposable {
         port: config.mqtt.port,
         log: this.loggers.mqtt,
         meter: this.metrics.ingest,
+        // Its own pair, else the HTTPS one (given or generated) while HTTPS is on.
         tls: config.mqtt.tlsCert
           ? {
               port: config.mqtt.tlsPort,
               certFile: config.mqtt.tlsCert,
               keyFile: config.mqtt.tlsKey,
             }
-          : undefined,
+          : tls
+            ? { port: config.mqtt.tlsPort, certFile: tls.certFile, keyFile: tls.keyFile }
+            : undefined,
       });
       await this.#mqtt.start();
       // The live WebSocket API and MQTT over WebSocket share the HTTP port.
@@ -359,9 +407,11 @@ export class Gateway implements AsyncDisposable {
       ws.start();
       this.#ws = ws;
       const mqttUpgrade = this.#mqtt.handleUpgrade;
-      this.#http.onUpgrade((req, socket, head) => {
+      const upgrade: Parameters<HttpServer['onUpgrade']>[0] = (req, socket, head) => {
         if (!ws.handleUpgrade(req, socket, head)) mqttUpgrade(req, socket, head);
-      });
+      };
+      this.#http.onUpgrade(upgrade);
+      this.#https?.onUpgrade(upgrade);
       log.info({ transport: 'mqtt', host, port: this.#mqtt.port }, 'listening');
       if (this.#mqtt.tlsPort) {
         log.info({ transport: 'mqtts', host, port: this.#mqtt.tlsPort }, 'listening');
@@ -406,6 +456,23 @@ export class Gateway implements AsyncDisposable {
       uptimeMs: this.#startedAt ? Date.now() - this.#startedAt : 0,
       db: db && (db.ok ? { status: 'UP' } : { status: 'DOWN', error: db.error }),
       messages: this.#services?.messages.stats(),
+    };
+  }
+
+  /** What the page shows about the box: version and the HTTPS certificate to check. */
+  info(): SystemInfo {
+    const tls = this.#tls;
+    return {
+      version: VERSION,
+      https: tls
+        ? {
+            port: this.#https?.port ?? 0,
+            fingerprint256: tls.fingerprint256,
+            selfSigned: tls.generated,
+            subjectAltName: tls.subjectAltName,
+            validTo: tls.validTo,
+          }
+        : null,
     };
   }
 
@@ -485,6 +552,7 @@ export class Gateway implements AsyncDisposable {
       labelNames: ['transport'],
       collect: () => [
         [{ transport: 'http' }, this.#http?.connections ?? 0],
+        [{ transport: 'https' }, this.#https?.connections ?? 0],
         [{ transport: 'mqtt' }, this.#mqtt?.connections ?? 0],
         [{ transport: 'coap' }, this.#coap?.observations ?? 0],
         [{ transport: 'websocket' }, this.#ws?.stats.sockets ?? 0],
@@ -576,6 +644,7 @@ export class Gateway implements AsyncDisposable {
     await step('mqtt', () => this.#mqtt?.stop());
     await step('websocket', () => this.#ws?.stop());
     await step('http', () => this.#http?.stop());
+    await step('https', () => this.#https?.stop());
     await step('metrics', () => {
       this.metrics.stop();
       return this.#metricsHttp?.stop();

@@ -117,7 +117,13 @@ describe('the edge-gateway command', () => {
       ...LOOPBACK_EPHEMERAL,
     ]);
     const listening = gw.lines.filter((l) => l.msg === 'listening');
-    assert.deepEqual(listening.map((l) => l.transport).sort(), ['coap', 'http', 'mqtt']);
+    assert.deepEqual(listening.map((l) => l.transport).sort(), [
+      'coap',
+      'http',
+      'https',
+      'mqtt',
+      'mqtts',
+    ]);
     for (const l of listening) assert.ok((l.port as number) > 0);
     const started = Date.now();
     const code = await gw.stop('SIGTERM');

@@ -240,6 +240,31 @@ function Shell(props: { user: User }) {
   );
 }
 
+interface SystemInfo {
+  version: string;
+  https: { port: number; fingerprint256: string; selfSigned: boolean } | null;
+}
+
+/** The HTTPS certificate's fingerprint, for a technician to compare with the browser's. */
+function CertificateInfo() {
+  const [info, setInfo] = useState<SystemInfo | null>(null);
+  useEffect(() => {
+    void fetch('/api/system/info')
+      .then((r) => r.json())
+      .then(setInfo)
+      // Without the info the footer stays empty; nothing else depends on it.
+      .catch(() => setInfo(null));
+  }, []);
+  if (!info?.https) return null;
+  return (
+    <p>
+      HTTPS on port {info.https.port}
+      {info.https.selfSigned ? ' (self-signed certificate)' : ''}; SHA-256 fingerprint{' '}
+      <code>{info.https.fingerprint256}</code>
+    </p>
+  );
+}
+
 function App() {
   const [token, setToken] = useState(session.token());
   const [user, setUser] = useState<User | null>(null);
@@ -254,16 +279,25 @@ function App() {
       .then(setUser)
       .catch((err: unknown) => setError(errorText(err)));
   }, [signedIn]);
-  if (!token) return <Login />;
-  if (!user)
-    return error ? (
+  let body = <Login />;
+  if (token)
+    body = user ? (
+      <Shell key={user.id.id} user={user} />
+    ) : error ? (
       <p role="alert" class="error">
         {error}
       </p>
     ) : (
       <p aria-busy="true">Loading…</p>
     );
-  return <Shell key={user.id.id} user={user} />;
+  return (
+    <>
+      {body}
+      <footer class="site">
+        <CertificateInfo />
+      </footer>
+    </>
+  );
 }
 
 const root = document.getElementById('app');

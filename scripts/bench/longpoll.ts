@@ -84,6 +84,7 @@ async function main(): Promise<void> {
       http: { port: 0 },
       mqtt: { port: 0 },
       coap: { port: 0 },
+      https: { enabled: false },
     }),
     { secrets: { adminEmail: 'bench@local', adminPassword: 'bench-password-1' }, env: {} },
   );

@@ -48,7 +48,9 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     logLevel: 'debug',
     ...opts.config,
     http: { port: 0, ...opts.config?.http },
-    mqtt: { port: 0, ...opts.config?.mqtt },
+    // HTTPS is on by default in production; tests that need it turn it on.
+    https: { enabled: false, port: 0, ...opts.config?.https },
+    mqtt: { port: 0, tlsPort: 0, ...opts.config?.mqtt },
     coap: { port: 0, ...opts.config?.coap },
   });
   const logs: Array<Record<string, unknown>> = [];

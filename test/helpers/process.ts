@@ -17,6 +17,10 @@ export const LOOPBACK_EPHEMERAL: readonly string[] = [
   '0',
   '--coap-port',
   '0',
+  '--https-port',
+  '0',
+  '--mqtt-tls-port',
+  '0',
 ];
 
 export interface GatewayProcess {
@@ -24,7 +28,7 @@ export interface GatewayProcess {
   readonly lines: Array<Record<string, unknown>>;
   readonly stderr: () => string;
   /** Ports from the `ready` log line. */
-  readonly ports: { http: number; mqtt: number; coap: number };
+  readonly ports: { http: number; https: number; mqtt: number; mqttTls: number; coap: number };
   /** Sends a signal and resolves with the exit code (or the signal name). */
   stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<number | string>;
 }

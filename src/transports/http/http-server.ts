@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { Hono } from 'hono';
@@ -12,7 +13,7 @@ import { errorBody } from './errors.js';
  */
 export type FastLane = (req: IncomingMessage, res: ServerResponse) => boolean;
 
-type NodeServer = ReturnType<typeof createServer>;
+type NodeServer = ReturnType<typeof createServer> | ReturnType<typeof createHttpsServer>;
 
 /** Defaults of the URL and header limits (`--http-max-url-bytes`, `--http-max-header-bytes`). */
 export const DEFAULT_MAX_URL_BYTES = 8192;
@@ -80,6 +81,8 @@ export class HttpServer {
       maxUrlBytes?: number;
       /** Largest header section (names, values, separators) in bytes: 431 above it. */
       maxHeaderBytes?: number;
+      /** Serve HTTPS with this PEM pair. */
+      tls?: { readonly cert: Buffer; readonly key: Buffer };
     },
   ) {}
 
@@ -126,21 +129,26 @@ export class HttpServer {
   async start(): Promise<number> {
     const app = getRequestListener(this.deps.app.fetch);
     const lanes = this.deps.lanes ?? [];
+    const handler = (req: IncomingMessage, res: ServerResponse) => {
+      if (this.#overLimits(req, res)) return;
+      try {
+        for (const lane of lanes) if (lane(req, res)) return;
+      } catch (err) {
+        // A lane throws before it takes the request: the app answers it (with the error).
+        this.deps.log.error({ err }, 'http fast lane failed');
+      }
+      void app(req, res);
+    };
     // Node's parser bounds the request line and headers together; each is checked on its own
     // (#overLimits) below that hard cap.
-    const server = createServer(
-      { maxHeaderSize: this.#maxUrlBytes + this.#maxHeaderBytes + 1024 },
-      (req, res) => {
-        if (this.#overLimits(req, res)) return;
-        try {
-          for (const lane of lanes) if (lane(req, res)) return;
-        } catch (err) {
-          // A lane throws before it takes the request: the app answers it (with the error).
-          this.deps.log.error({ err }, 'http fast lane failed');
-        }
-        void app(req, res);
-      },
-    );
+    const maxHeaderSize = this.#maxUrlBytes + this.#maxHeaderBytes + 1024;
+    const { tls } = this.deps;
+    const server = tls
+      ? createHttpsServer({ cert: tls.cert, key: tls.key, maxHeaderSize }, handler)
+      : createServer({ maxHeaderSize }, handler);
+    if (tls) {
+      server.on('tlsClientError', (err) => this.deps.log.debug({ err }, 'https handshake failed'));
+    }
     // @NOTE: keep idle keep-alive connections open longer than clients do (undici: 4 s, most
     // SDKs: less), so the client, not the server, closes them; a server-side close racing a
     // reused connection makes the client's next request fail.
@@ -199,4 +207,30 @@ export class HttpServer {
     await closed;
     clearTimeout(timer);
   }
+}
+
+/** A Host header that is a plain name or address (no injection into the Location header). */
+const HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])$/;
+
+/**
+ * `--http-redirect`: plain HTTP requests get 308 (method and body kept) to the same path on the
+ * HTTPS port, except the device API (`/api/v1/...`), which many devices only speak in plain HTTP.
+ */
+export function httpsRedirect(httpsPort: () => number): FastLane {
+  return (req, res) => {
+    const url = req.url ?? '/';
+    if (url.startsWith('/api/v1/')) return false;
+    const header = req.headers.host ?? '';
+    // `name:port`, `[v6]:port`: the host part only.
+    const named = header.startsWith('[')
+      ? header.slice(0, header.indexOf(']') + 1)
+      : header.split(':')[0];
+    const local = req.socket.localAddress ?? 'localhost';
+    const host = HOST.test(named) ? named : local.includes(':') ? `[${local}]` : local;
+    const port = httpsPort();
+    const location = `https://${host}${port === 443 ? '' : `:${port}`}${url}`;
+    res.writeHead(308, { location, 'content-length': '0' });
+    res.end();
+    return true;
+  };
 }

@@ -110,3 +110,21 @@ export function backupRoutes(deps: {
   });
   return app;
 }
+
+/** `GET /api/system/info` (no login: the certificate is what every client is shown anyway). */
+export interface SystemInfo {
+  readonly version: string;
+  readonly https: {
+    readonly port: number;
+    readonly fingerprint256: string;
+    readonly selfSigned: boolean;
+    readonly subjectAltName: string;
+    readonly validTo: string;
+  } | null;
+}
+
+export function systemRoutes(deps: { info: () => SystemInfo }) {
+  const app = new Hono<HttpEnv>();
+  app.get('/system/info', (c) => c.json(deps.info()));
+  return app;
+}
