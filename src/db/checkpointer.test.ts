@@ -46,6 +46,39 @@ describe('checkpointer', () => {
     }
   });
 
+  it('starts its worker only once frames wait, and ends it when the WAL stays idle', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'edge-ckpt-'));
+    const db = openDb({ dataDir: dir, durability: 'normal' });
+    const ckpt = new Checkpointer({
+      db,
+      dataDir: dir,
+      log,
+      maxAgeMs: 200,
+      pollMs: 20,
+      idleStopMs: 300,
+    });
+    try {
+      db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)');
+      db.pragma('wal_checkpoint(TRUNCATE)');
+      ckpt.start();
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(ckpt.running, false, 'no worker while nothing waits');
+      db.prepare('INSERT INTO t (v) VALUES (?)').run('x');
+      const deadline = Date.now() + 10_000;
+      while (ckpt.checkpoints === 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.ok(ckpt.checkpoints > 0, 'frames older than the age limit were checkpointed');
+      while (ckpt.running && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      assert.equal(ckpt.running, false, 'the worker ended after the idle time');
+      assert.equal(db.pragma('wal_autocheckpoint', { simple: true }), 0);
+    } finally {
+      await ckpt.stop();
+      db.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('keeps the WAL file bounded under writes without pauses', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'edge-ckpt-'));
     const db = openDb({ dataDir: dir, durability: 'normal' });

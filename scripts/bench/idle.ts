@@ -1,0 +1,152 @@
+/**
+ * bench:idle: memory of an idle gateway with an empty database, and the time from start to
+ * ready, beside the parts that make it up, in alternating runs (the machine is shared: only
+ * figures of one run compare):
+ * - `node`: a bare Node process (an interval keeps it alive);
+ * - `node + worker`: the same with one eval worker thread under the checkpointer's heap limits;
+ * - `modules`: the bundle evaluated (`--version`, kept alive): every module the gateway imports;
+ * - `gateway`: `serve` on an empty database, second start (the TLS certificate exists);
+ * - `gateway VARIANT`: the same with NODE_OPTIONS from `--variant 'name=flags'` (repeatable).
+ * RSS is read from /proc after `--idle` seconds (default 5), with the anonymous and file-backed
+ * parts and the thread count; the gateway's V8 heap comes from its /metrics.
+ *
+ * Run: npm run bench:idle [-- --runs 3 --idle 5 --variant 'semi=--max-semi-space-size=1']
+ */
+
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { BUNDLE } from '../../test/helpers/process.js';
+import { buildBundle, loadAverage, startGatewayProcess } from './support.js';
+
+interface Sample {
+  readonly rss: number;
+  readonly anon: number;
+  readonly file: number;
+  readonly threads: number;
+  readonly heapUsed?: number;
+  readonly heapTotal?: number;
+  readonly readyMs?: number;
+}
+
+const MiB = 1024 * 1024;
+
+async function proc(pid: number): Promise<Omit<Sample, 'heapUsed' | 'heapTotal' | 'readyMs'>> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(status)?.[1] ?? 0) / 1024;
+  const threads = Number(/^Threads:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
+  return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile') + kb('RssShmem'), threads };
+}
+
+/** A node process running `code`, measured after `idleMs`. */
+async function nodeProcess(
+  code: string,
+  idleMs: number,
+  env: Record<string, string> = {},
+): Promise<Sample> {
+  const child = spawn(process.execPath, ['--input-type=module', '-e', code], {
+    stdio: 'ignore',
+    env: { PATH: process.env.PATH ?? '', ...env },
+  });
+  try {
+    await sleep(idleMs);
+    return await proc(child.pid ?? 0);
+  } finally {
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+  }
+}
+
+async function gateway(idleMs: number, env: Record<string, string>): Promise<Sample> {
+  // The first start generates the TLS certificate; a box runs on later starts.
+  const first = await startGatewayProcess([], env);
+  await first.close(true);
+  const t0 = performance.now();
+  const gw = await startGatewayProcess(['--data-dir', first.dataDir], env);
+  const readyMs = performance.now() - t0;
+  try {
+    await sleep(idleMs);
+    const sample = await proc(gw.pid);
+    const login = await fetch(`${gw.baseUrl}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'bench@local', password: 'bench-password-1' }),
+    });
+    const { token } = (await login.json()) as { token: string };
+    const text = await (
+      await fetch(`${gw.baseUrl}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+    ).text();
+    const metric = (name: string) =>
+      Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? 0) / MiB;
+    return {
+      ...sample,
+      heapUsed: metric('nodejs_heap_size_used_bytes'),
+      heapTotal: metric('nodejs_heap_size_total_bytes'),
+      readyMs,
+    };
+  } finally {
+    await gw.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      runs: { type: 'string', default: '3' },
+      idle: { type: 'string', default: '5' },
+      variant: { type: 'string', multiple: true, default: [] },
+      'no-build': { type: 'boolean', default: false },
+    },
+  });
+  if (!values['no-build']) buildBundle();
+  const idleMs = Number(values.idle) * 1000;
+  const variants = (values.variant ?? []).map((v) => {
+    const eq = v.indexOf('=');
+    return { name: v.slice(0, eq), flags: v.slice(eq + 1) };
+  });
+  console.log(
+    `Idle memory benchmark: ${values.runs} alternating runs, measured after ${values.idle} s idle`,
+  );
+  console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
+
+  const keepAlive = 'setInterval(() => {}, 1000);';
+  const worker = `${keepAlive} import { Worker } from 'node:worker_threads';
+new Worker('setInterval(() => {}, 1000)', { eval: true,
+  resourceLimits: { maxOldGenerationSizeMb: 16, maxYoungGenerationSizeMb: 2, stackSizeMb: 1 } });`;
+  const modules = `${keepAlive} process.argv = [process.execPath, 'bundle', '--version'];
+await import(${JSON.stringify(BUNDLE)});`;
+  const rows = new Map<string, Sample[]>();
+  const add = (name: string, s: Sample) => rows.set(name, [...(rows.get(name) ?? []), s]);
+  for (let run = 0; run < Number(values.runs); run++) {
+    add('node', await nodeProcess(keepAlive, idleMs));
+    add('node + worker', await nodeProcess(worker, idleMs));
+    add('modules', await nodeProcess(modules, idleMs));
+    add('gateway', await gateway(idleMs, {}));
+    for (const v of variants)
+      add(`gateway ${v.name}`, await gateway(idleMs, { NODE_OPTIONS: v.flags }));
+  }
+
+  const f = (n: number | undefined) => (n === undefined ? '' : n.toFixed(1));
+  console.log(
+    '\n| Process | RSS MB (per run) | anon / file MB | threads | V8 heap used / total MB | start to ready ms |',
+  );
+  console.log('| --- | --- | --- | --- | --- | --- |');
+  for (const [name, samples] of rows) {
+    const last = samples[samples.length - 1];
+    console.log(
+      `| ${name} | ${samples.map((s) => f(s.rss)).join(', ')} | ${f(last.anon)} / ${f(last.file)} | ${last.threads} | ${last.heapUsed === undefined ? '' : `${f(last.heapUsed)} / ${f(last.heapTotal)}`} | ${samples.map((s) => (s.readyMs === undefined ? '' : s.readyMs.toFixed(0))).join(', ')} |`,
+    );
+  }
+  const gw = rows.get('gateway') ?? [];
+  const median = [...gw].sort((a, b) => a.rss - b.rss)[Math.floor(gw.length / 2)];
+  console.log(
+    `\n  gateway idle RSS (median) ${f(median?.rss)} MB: target ≤ 50 MB ${median && median.rss <= 50 ? 'met' : 'MISSED'}`,
+  );
+  console.log(`  load average after: ${loadAverage()}`);
+}
+
+await main();
