@@ -9,7 +9,7 @@ import { MIGRATIONS } from '../src/db/migrations/index.js';
 import { migrate } from '../src/db/migrator.js';
 import { DB_FILE } from '../src/db/open.js';
 import { createLoggers } from '../src/logger.js';
-import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
+import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect } from './helpers/mqtt.js';
 import { runGateway } from './helpers/process.js';
 
@@ -71,12 +71,14 @@ describe('backup and restore', () => {
       );
       // Only the tenant administrator downloads backups.
       assert.equal((await t.api('/api/admin/backup')).status, 401);
-      // The streamed copy is not left behind in the data directory.
-      assert.deepEqual(
-        (await readdir(join(t.dataDir, 'backups')).catch(() => [])).filter((f) =>
-          f.startsWith('.download'),
-        ),
-        [],
+      // The streamed copy is not left behind in the data directory (removed once streamed).
+      await waitFor(
+        async () =>
+          (await readdir(join(t.dataDir, 'backups')).catch(() => [])).every(
+            (f) => !f.startsWith('.download'),
+          ),
+        30_000,
+        'the streamed copy to be removed',
       );
 
       // A restore into the running gateway's data directory is refused.

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,11 +9,21 @@ import { describe, it } from 'node:test';
 import { connect } from 'node:tls';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, createDevice, startGateway } from './helpers/gateway.js';
 import { mqttConnect } from './helpers/mqtt.js';
+import { opensslCertificate } from './helpers/tls.js';
 
 interface Reply {
   readonly status: number;
   readonly headers: Record<string, string | string[] | undefined>;
   readonly body: string;
+}
+
+/** Collects a response into a Reply. */
+function collect(res: IncomingMessage, resolve: (r: Reply) => void): void {
+  let text = '';
+  res.on('data', (d: Buffer) => {
+    text += d.toString();
+  });
+  res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
 }
 
 /** One HTTPS request that trusts only `ca` and checks the name `servername` against it. */
@@ -39,15 +48,7 @@ function httpsCall(
         },
         timeout: 10_000,
       },
-      (res) => {
-        let text = '';
-        res.on('data', (d: Buffer) => {
-          text += d.toString();
-        });
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }),
-        );
-      },
+      (res) => collect(res, resolve),
     );
     req.on('timeout', () => req.destroy(new Error('https request timed out')));
     req.on('error', reject);
@@ -66,15 +67,7 @@ function httpCall(port: number, path: string, method = 'GET', body?: string): Pr
         method,
         headers: body ? { 'content-type': 'application/json' } : {},
       },
-      (res) => {
-        let text = '';
-        res.on('data', (d: Buffer) => {
-          text += d.toString();
-        });
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }),
-        );
-      },
+      (res) => collect(res, resolve),
     );
     req.on('error', reject);
     req.end(body);
@@ -178,28 +171,10 @@ describe('HTTPS', () => {
   it('serves a given certificate, and redirects plain HTTP except the device API', async (ctx) => {
     const dir = await mkdtemp(join(tmpdir(), 'edge-gw-https-given-'));
     ctx.after(() => rm(dir, { recursive: true, force: true }));
-    const certFile = join(dir, 'cert.pem');
-    const keyFile = join(dir, 'key.pem');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        keyFile,
-        '-out',
-        certFile,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=gateway.plant.test',
-        '-addext',
-        'subjectAltName=DNS:gateway.plant.test',
-      ],
-      { stdio: 'ignore' },
+    const { cert: certFile, key: keyFile } = opensslCertificate(
+      dir,
+      '/CN=gateway.plant.test',
+      'DNS:gateway.plant.test',
     );
     const ca = await readFile(certFile);
     const t = await startGateway({

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
 import { mqttConnect, mqttRefusal } from './helpers/mqtt.js';
+import { opensslCertificate } from './helpers/tls.js';
 
 describe('MQTT over TLS and over WebSocket', () => {
   let t: TestGateway;
@@ -15,29 +15,7 @@ describe('MQTT over TLS and over WebSocket', () => {
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'edge-gw-tls-'));
-    const cert = join(dir, 'cert.pem');
-    const key = join(dir, 'key.pem');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      ],
-      { stdio: 'ignore' },
-    );
+    const { cert, key } = opensslCertificate(dir, '/CN=localhost', 'IP:127.0.0.1,DNS:localhost');
     ca = await readFile(cert);
     t = await startGateway({ config: { mqtt: { tlsPort: 0, tlsCert: cert, tlsKey: key } } });
     dev = await createDevice(t, 'tls-device', 'TLS_TOKEN');

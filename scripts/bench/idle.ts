@@ -6,6 +6,8 @@
  * - `node + worker`: the same with one eval worker thread under the checkpointer's heap limits;
  * - `modules`: the bundle evaluated (`--version`, kept alive): every module the gateway imports;
  * - `gateway`: `serve` on an empty database, second start (the TLS certificate exists);
+ * - `gateway --https false`: the same without the HTTPS and MQTT-over-TLS listeners;
+ * - `baseline gateway`: another build's bundle (`--baseline path/to/edge-gateway.mjs`);
  * - `gateway VARIANT`: the same with NODE_OPTIONS from `--variant 'name=flags'` (repeatable).
  * RSS is read from /proc after `--idle` seconds (default 5), with the anonymous and file-backed
  * parts and the thread count; the gateway's V8 heap comes from its /metrics.
@@ -15,11 +17,13 @@
 
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { BUNDLE } from '../../test/helpers/process.js';
-import { buildBundle, loadAverage, startGatewayProcess } from './support.js';
+import { BUNDLE, LOOPBACK_EPHEMERAL, spawnGateway } from '../../test/helpers/process.js';
+import { buildBundle, loadAverage } from './support.js';
 
 interface Sample {
   readonly rss: number;
@@ -61,13 +65,49 @@ async function nodeProcess(
   }
 }
 
-async function gateway(idleMs: number, env: Record<string, string>): Promise<Sample> {
-  // The first start generates the TLS certificate; a box runs on later starts.
-  const first = await startGatewayProcess([], env);
-  await first.close(true);
-  const t0 = performance.now();
-  const gw = await startGatewayProcess(['--data-dir', first.dataDir], env);
-  const readyMs = performance.now() - t0;
+/** `serve` flags a bundle of an earlier version understands (no HTTPS flags). */
+const TLS_FLAGS = ['--https-port', '--mqtt-tls-port'];
+const BASELINE_FLAGS = LOOPBACK_EPHEMERAL.filter(
+  (arg, i, all) => !TLS_FLAGS.includes(arg) && !TLS_FLAGS.includes(all[i - 1]),
+);
+
+async function gateway(
+  idleMs: number,
+  env: Record<string, string>,
+  args: readonly string[] = [],
+  baseline?: string,
+): Promise<Sample> {
+  const start = async (dataDir: string) => {
+    const started = performance.now();
+    const proc = await spawnGateway(
+      [
+        'serve',
+        '--data-dir',
+        dataDir,
+        ...(baseline ? BASELINE_FLAGS : LOOPBACK_EPHEMERAL),
+        '--log-level',
+        'info',
+        ...args,
+      ],
+      {
+        env: { EDGE_ADMIN_EMAIL: 'bench@local', EDGE_ADMIN_PASSWORD: 'bench-password-1', ...env },
+        bundle: baseline,
+      },
+    );
+    return { proc, ms: performance.now() - started };
+  };
+  // The first start generates the TLS certificate and migrates; a box runs on later starts.
+  const dataDir = await mkdtemp(join(tmpdir(), 'edge-gw-idle-'));
+  await (await start(dataDir)).proc.stop();
+  const { proc: p, ms: readyMs } = await start(dataDir);
+  const gw = {
+    pid: p.child.pid ?? 0,
+    baseUrl: `http://127.0.0.1:${p.ports.http}`,
+    close: async () => {
+      await p.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
   try {
     await sleep(idleMs);
     const sample = await proc(gw.pid);
@@ -99,6 +139,7 @@ async function main(): Promise<void> {
       runs: { type: 'string', default: '3' },
       idle: { type: 'string', default: '5' },
       variant: { type: 'string', multiple: true, default: [] },
+      baseline: { type: 'string' },
       'no-build': { type: 'boolean', default: false },
     },
   });
@@ -126,6 +167,8 @@ await import(${JSON.stringify(BUNDLE)});`;
     add('node + worker', await nodeProcess(worker, idleMs));
     add('modules', await nodeProcess(modules, idleMs));
     add('gateway', await gateway(idleMs, {}));
+    add('gateway --https false', await gateway(idleMs, {}, ['--https', 'false']));
+    if (values.baseline) add('baseline gateway', await gateway(idleMs, {}, [], values.baseline));
     for (const v of variants)
       add(`gateway ${v.name}`, await gateway(idleMs, { NODE_OPTIONS: v.flags }));
   }
