@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 
 /**
  * Configuration: defaults < config file (JSON) < environment (EDGE_*) < command-line flags.
@@ -12,6 +12,8 @@ export type Durability = 'normal' | 'full';
 
 export interface Config {
   readonly dataDir: string;
+  /** Where the single executable writes the files it carries (addons, web page) at start. */
+  readonly cacheDir: string;
   readonly bind: string;
   readonly logLevel: LogLevel;
   readonly http: {
@@ -715,6 +717,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 1000,
     help: 'Most live subscriptions of one WebSocket; one more closes it (1008)',
   },
+  {
+    path: 'cacheDir',
+    flag: '--cache-dir',
+    env: 'EDGE_CACHE_DIR',
+    type: 'path',
+    default: '',
+    help: "Where the single executable writes its native addons and web page at start; empty: systemd's CacheDirectory= ($CACHE_DIRECTORY), else <data-dir>/cache",
+  },
 ];
 
 export class ConfigError extends Error {
@@ -945,7 +955,13 @@ export function loadConfig(input: ConfigInput = {}): { config: Config; secrets: 
   if (problems.length > 0) throw new ConfigError(problems);
 
   const dataDir = resolve(cwd, out.dataDir as string);
-  const config = deepFreeze({ ...out, dataDir }) as unknown as Config;
+  // systemd sets CACHE_DIRECTORY (a list separated by colons) for the unit's CacheDirectory=.
+  const cacheDir = out.cacheDir
+    ? resolve(cwd, out.cacheDir as string)
+    : env.CACHE_DIRECTORY
+      ? resolve(env.CACHE_DIRECTORY.split(':')[0])
+      : join(dataDir, 'cache');
+  const config = deepFreeze({ ...out, dataDir, cacheDir }) as unknown as Config;
   const secrets: Secrets = Object.freeze({
     adminEmail: env.EDGE_ADMIN_EMAIL || undefined,
     adminPassword: env.EDGE_ADMIN_PASSWORD || undefined,

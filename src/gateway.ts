@@ -29,6 +29,7 @@ import { DbHealth } from './db/db-health.js';
 import { MIGRATIONS } from './db/migrations/index.js';
 import { migrate } from './db/migrator.js';
 import { DB_FILE, type Db, openDb } from './db/open.js';
+import type { SqliteAddon } from './db/sqlite-addon.js';
 import { ActivityService } from './devices/activity-service.js';
 import { DeviceProfileService } from './devices/device-profile-service.js';
 import { DeviceService } from './devices/device-service.js';
@@ -114,6 +115,8 @@ export interface GatewayOverrides {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Directory with the built UI (default: `ui/` beside the bundle, or `dist/ui`). */
   readonly uiDir?: string | null;
+  /** better-sqlite3's native addon when it is not in node_modules (the single executable). */
+  readonly sqliteAddon?: SqliteAddon;
   /**
    * The one processing entry point instead of the gateway's own (`messageProcessor` below); a
    * function gets the services and the standard processor (to wrap it).
@@ -228,7 +231,8 @@ export class Gateway implements AsyncDisposable {
     const { config } = this;
     log.info({ version: VERSION, dataDir: config.dataDir }, 'starting');
     try {
-      const db = openDb({ dataDir: config.dataDir, durability: config.storage.durability });
+      const addon = this.overrides.sqliteAddon;
+      const db = openDb({ dataDir: config.dataDir, durability: config.storage.durability, addon });
       this.#db = db;
       const schema = db.pragma('user_version', { simple: true }) as number;
       if (schema > 0 && schema < MIGRATIONS.length) {
@@ -239,7 +243,12 @@ export class Gateway implements AsyncDisposable {
         );
       }
       migrate(db, MIGRATIONS, this.loggers.db);
-      this.#checkpointer = new Checkpointer({ db, dataDir: config.dataDir, log: this.loggers.db });
+      this.#checkpointer = new Checkpointer({
+        db,
+        dataDir: config.dataDir,
+        log: this.loggers.db,
+        addon,
+      });
       this.#checkpointer.start();
       const dbHealth = new DbHealth({ db, log: this.loggers.db });
       this.#dbHealth = dbHealth;

@@ -4,6 +4,7 @@ import { ConfigError, helpText, loadConfig } from './config.js';
 import { backupDataDir, restoreDataDir } from './db/backup.js';
 import { MIGRATIONS } from './db/migrations/index.js';
 import { createGateway } from './gateway.js';
+import { isSingleExecutable, type SeaFiles, unpackSeaFiles } from './sea.js';
 import { VERSION, versionLine } from './version.js';
 
 /** Process entry: command line -> config -> gateway -> signals -> exit code. */
@@ -25,6 +26,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     const loaded = config(flags);
     if (!loaded) return 2;
+    if (isSingleExecutable() && !unpack(loaded.config.cacheDir)) return 1;
     return await runDataCommand(command, resolve(file), loaded.config.dataDir);
   }
   if (command !== 'serve') {
@@ -37,8 +39,19 @@ async function main(argv: readonly string[]): Promise<number> {
   const loaded = config(rest);
   if (!loaded) return 2;
 
-  const gateway = createGateway(loaded.config, { secrets: loaded.secrets });
+  // The single executable writes the addon and the web page it carries to the cache folder.
+  let sea: SeaFiles | undefined;
+  if (isSingleExecutable()) {
+    sea = unpack(loaded.config.cacheDir);
+    if (!sea) return 1;
+  }
+
+  const gateway = createGateway(loaded.config, {
+    secrets: loaded.secrets,
+    ...(sea && { sqliteAddon: sea.sqliteAddon, uiDir: sea.uiDir }),
+  });
   const log = gateway.loggers.gateway;
+  if (sea) log.info({ cacheDir: sea.dir, written: sea.written }, 'executable files ready');
   const stopped = new Promise<void>((resolve) => {
     const onSignal = (signal: NodeJS.Signals) => {
       log.info({ signal }, 'signal received');
@@ -76,6 +89,18 @@ function config(flags: readonly string[]): ReturnType<typeof loadConfig> | undef
       return undefined;
     }
     throw err;
+  }
+}
+
+/** The single executable's files in the cache folder; undefined (said on stderr) on failure. */
+function unpack(cacheDir: string): SeaFiles | undefined {
+  try {
+    return unpackSeaFiles(cacheDir);
+  } catch (err) {
+    process.stderr.write(
+      `edge-gateway: cannot write the executable's files to ${cacheDir}: ${(err as Error).message}; set --cache-dir (EDGE_CACHE_DIR) to a writable folder\n`,
+    );
+    return undefined;
   }
 }
 

@@ -8,6 +8,8 @@
  * - `gateway`: `serve` on an empty database, second start (the TLS certificate exists);
  * - `gateway --https false`: the same without the HTTPS and MQTT-over-TLS listeners;
  * - `baseline gateway`: another build's bundle (`--baseline path/to/edge-gateway.mjs`);
+ * - `executable`: the single executable (`--exe dist/edge-gateway-linux-x64`, npm run build:exe),
+ *   its files already in its cache folder (second start);
  * - `gateway VARIANT`: the same with NODE_OPTIONS from `--variant 'name=flags'` (repeatable).
  * RSS is read from /proc after `--idle` seconds (default 5), with the anonymous and file-backed
  * parts and the thread count; the gateway's V8 heap comes from its /metrics.
@@ -19,7 +21,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { BUNDLE, LOOPBACK_EPHEMERAL, spawnGateway } from '../../test/helpers/process.js';
@@ -76,6 +78,7 @@ async function gateway(
   env: Record<string, string>,
   args: readonly string[] = [],
   baseline?: string,
+  command?: readonly string[],
 ): Promise<Sample> {
   const start = async (dataDir: string) => {
     const started = performance.now();
@@ -92,6 +95,7 @@ async function gateway(
       {
         env: { EDGE_ADMIN_EMAIL: 'bench@local', EDGE_ADMIN_PASSWORD: 'bench-password-1', ...env },
         bundle: baseline,
+        command,
       },
     );
     return { proc, ms: performance.now() - started };
@@ -140,6 +144,7 @@ async function main(): Promise<void> {
       idle: { type: 'string', default: '5' },
       variant: { type: 'string', multiple: true, default: [] },
       baseline: { type: 'string' },
+      exe: { type: 'string' },
       'no-build': { type: 'boolean', default: false },
     },
   });
@@ -169,6 +174,8 @@ await import(${JSON.stringify(BUNDLE)});`;
     add('gateway', await gateway(idleMs, {}));
     add('gateway --https false', await gateway(idleMs, {}, ['--https', 'false']));
     if (values.baseline) add('baseline gateway', await gateway(idleMs, {}, [], values.baseline));
+    if (values.exe)
+      add('executable', await gateway(idleMs, {}, [], undefined, [resolve(values.exe)]));
     for (const v of variants)
       add(`gateway ${v.name}`, await gateway(idleMs, { NODE_OPTIONS: v.flags }));
   }

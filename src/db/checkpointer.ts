@@ -5,11 +5,14 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { DB_FILE, type Db } from './open.js';
+import type { SqliteAddon } from './sqlite-addon.js';
 
 export interface CheckpointerDeps {
   readonly db: Db;
   readonly dataDir: string;
   readonly log: Logger;
+  /** The native addon when it is not in node_modules (the single executable). */
+  readonly addon?: SqliteAddon;
   /**
    * Checkpoint as soon as the WAL holds this much not yet checkpointed (default 32 MiB, ~8,000
    * pages); the gateway's connection finishes the checkpoint once the WAL holds this much in all.
@@ -71,7 +74,13 @@ const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { endianness } = require('node:os');
 const Database = require(workerData.sqlite);
-const db = new Database(workerData.file);
+let nativeBinding;
+if (workerData.binding) {
+  const addon = { exports: {} };
+  process.dlopen(addon, workerData.binding);
+  nativeBinding = addon.exports;
+}
+const db = new Database(workerData.file, { nativeBinding });
 db.pragma('cache_size = -512');
 const walFrames = Math.ceil(workerData.walBytes / workerData.pageSize);
 const frames = (${walFrameReader.toString()})(workerData.file, require('node:fs'), endianness() === 'LE');
@@ -192,8 +201,8 @@ export class Checkpointer {
   }
 
   #startWorker(due: boolean): void {
-    const { db, dataDir, log } = this.#deps;
-    const sqlite = createRequire(import.meta.url).resolve('better-sqlite3');
+    const { db, dataDir, log, addon } = this.#deps;
+    const sqlite = addon?.moduleFile ?? createRequire(import.meta.url).resolve('better-sqlite3');
     this.#busyAt = Date.now();
     this.#pendingSince = 0;
     const worker = new Worker(WORKER_SOURCE, {
@@ -202,6 +211,7 @@ export class Checkpointer {
       resourceLimits: { maxOldGenerationSizeMb: 16, maxYoungGenerationSizeMb: 2, stackSizeMb: 1 },
       workerData: {
         sqlite,
+        binding: addon?.bindingFile,
         file: join(dataDir, DB_FILE),
         walBytes: this.#deps.walBytes ?? 32 * 1024 * 1024,
         pageSize: db.pragma('page_size', { simple: true }),

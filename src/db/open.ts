@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Durability } from '../config.js';
+import type { SqliteAddon } from './sqlite-addon.js';
 
 export type Db = Database.Database;
 
@@ -10,6 +11,8 @@ export const DB_FILE = 'edge-gateway.db';
 export interface OpenOptions {
   readonly dataDir: string;
   readonly durability: Durability;
+  /** The native addon when it is not in node_modules (the single executable). */
+  readonly addon?: SqliteAddon;
 }
 
 /**
@@ -18,7 +21,11 @@ export interface OpenOptions {
  */
 export function openDb(opts: OpenOptions): Db {
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o750 });
-  const db = new Database(join(opts.dataDir, DB_FILE));
+  const db = new Database(
+    join(opts.dataDir, DB_FILE),
+    // @NOTE: better-sqlite3 also takes the loaded addon object; its types know only a path.
+    opts.addon ? { nativeBinding: opts.addon.binding as unknown as string } : undefined,
+  );
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${opts.durability === 'full' ? 'FULL' : 'NORMAL'}`);
   db.pragma('foreign_keys = ON');

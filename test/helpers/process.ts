@@ -39,9 +39,17 @@ export interface GatewayProcess {
  */
 export async function spawnGateway(
   args: readonly string[],
-  opts: { env?: Record<string, string>; cwd?: string; timeoutMs?: number; bundle?: string } = {},
+  opts: {
+    env?: Record<string, string>;
+    cwd?: string;
+    timeoutMs?: number;
+    bundle?: string;
+    /** What runs instead of `node dist/edge-gateway.mjs` (an executable, or qemu and one). */
+    command?: readonly string[];
+  } = {},
 ): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, [opts.bundle ?? BUNDLE, ...args], {
+  const [program, ...lead] = opts.command ?? [process.execPath, opts.bundle ?? BUNDLE];
+  const child = spawn(program, [...lead, ...args], {
     cwd: opts.cwd ?? PROJECT_ROOT,
     env: { PATH: process.env.PATH ?? '', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -95,9 +103,15 @@ export async function spawnGateway(
 /** Runs the bundle to completion (for --help, bad flags) and returns exit code and output. */
 export async function runGateway(
   args: readonly string[],
-  opts: { env?: Record<string, string>; cwd?: string } = {},
+  opts: {
+    env?: Record<string, string>;
+    cwd?: string;
+    command?: readonly string[];
+    timeoutMs?: number;
+  } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [BUNDLE, ...args], {
+  const [program, ...lead] = opts.command ?? [process.execPath, BUNDLE];
+  const child = spawn(program, [...lead, ...args], {
     cwd: opts.cwd ?? PROJECT_ROOT,
     env: { PATH: process.env.PATH ?? '', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -110,7 +124,7 @@ export async function runGateway(
   child.stderr.on('data', (d: Buffer) => {
     stderr += d.toString();
   });
-  const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  const killer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 20_000);
   const [code] = (await once(child, 'exit')) as [number | null];
   clearTimeout(killer);
   return { code, stdout, stderr };
