@@ -531,6 +531,13 @@ export class Gateway implements AsyncDisposable {
       },
     });
     m.gauge({
+      name: 'edge_active_alarms',
+      help: 'Alarms not cleared (acknowledged or not), by severity',
+      labelNames: ['severity'],
+      collect: () =>
+        Object.entries(s.alarms.activeBySeverity()).map(([severity, n]) => [{ severity }, n]),
+    });
+    m.gauge({
       name: 'edge_telemetry_staged_points',
       help: 'Committed points in the log, not yet sealed into compressed blocks (the open range)',
       collect: () => s.telemetry.gauges.staged,

@@ -117,7 +117,23 @@ describe('alarm engine: temperature > 30 CRITICAL, clear <= 25', () => {
     }
   });
 
-  it('severity goes up from MAJOR to CRITICAL on the same alarm', async () => {
+  it('severity goes up from MAJOR to CRITICAL on the same alarm; /metrics counts it', async () => {
+    /** `edge_active_alarms` by severity, from /metrics. */
+    const active = async (): Promise<Record<string, number>> => {
+      const text = await (await t.api('/metrics', { token: admin })).text();
+      const counts: Record<string, number> = {};
+      for (const m of text.matchAll(/^edge_active_alarms\{severity="(\w+)"\} (\d+)$/gm))
+        counts[m[1]] = Number(m[2]);
+      return counts;
+    };
+    const before = await active();
+    assert.deepEqual(Object.keys(before).sort(), [
+      'CRITICAL',
+      'INDETERMINATE',
+      'MAJOR',
+      'MINOR',
+      'WARNING',
+    ]);
     const d = await createProfiledDevice(t, 'thermo-up', profileId);
     const c = await mqttConnect(t.gw.ports.mqtt, { username: d.token, clientId: 'thermo-up' });
     try {
@@ -127,6 +143,7 @@ describe('alarm engine: temperature > 30 CRITICAL, clear <= 25', () => {
         return list.length ? list : undefined;
       });
       assert.equal(major.severity, 'MAJOR');
+      assert.deepEqual(await active(), { ...before, MAJOR: before.MAJOR + 1 });
       await c.publishAsync('v1/devices/me/telemetry', '{"temperature":40}', { qos: 1 });
       const crit = await waitFor(async () => {
         const list = await alarmsOf(t, d.id);
@@ -134,6 +151,7 @@ describe('alarm engine: temperature > 30 CRITICAL, clear <= 25', () => {
       });
       assert.equal(crit.length, 1);
       assert.equal(crit[0].id.id, major.id.id);
+      assert.deepEqual(await active(), { ...before, CRITICAL: before.CRITICAL + 1 });
     } finally {
       await c.endAsync();
     }

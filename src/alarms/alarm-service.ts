@@ -293,6 +293,16 @@ export class AlarmService {
     }
   }
 
+  /** Uncleared alarms of every severity (0 where there is none), for /metrics. */
+  activeBySeverity(): Record<AlarmSeverity, number> {
+    const counts = Object.fromEntries(ALARM_SEVERITIES.map((s) => [s, 0])) as Record<
+      AlarmSeverity,
+      number
+    >;
+    for (const { severity, n } of this.#store.activeBySeverity()) counts[severity] = n;
+    return counts;
+  }
+
   /**
    * Runs `fn` in one transaction with the alarm writes of `tx` and any other writes it makes
    * (rule state); emits the resulting events after the commit. Nested calls join the outer one.

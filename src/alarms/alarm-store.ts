@@ -178,6 +178,7 @@ export class AlarmStore {
   readonly #countComments;
   readonly #trimComments;
   readonly #byStatus;
+  readonly #activeBySeverity;
   /** Dynamic list queries, by SQL text; bounded, oldest dropped first. */
   readonly #dynamic = new Map<string, Statement<unknown[]>>();
 
@@ -208,6 +209,9 @@ export class AlarmStore {
     );
     this.#delete = db.prepare<[string]>('DELETE FROM alarm WHERE id = ?');
     this.#count = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM alarm');
+    this.#activeBySeverity = db.prepare<[], { severity: AlarmSeverity; n: number }>(
+      'SELECT severity, count(*) AS n FROM alarm WHERE cleared = 0 GROUP BY severity',
+    );
     this.#purgeCleared = db.prepare<[number, number], AlarmRow>(
       `DELETE FROM alarm WHERE id IN (SELECT id FROM alarm
          WHERE cleared = 1 AND clear_ts < ? ORDER BY clear_ts LIMIT ?) RETURNING *`,
@@ -285,6 +289,11 @@ export class AlarmStore {
     for (const r of this.#byStatus.all())
       out[`${r.cleared ? 'CLEARED' : 'ACTIVE'}_${r.acknowledged ? 'ACK' : 'UNACK'}`] += r.n;
     return out;
+  }
+
+  /** Uncleared alarms per severity (severities without one are absent). */
+  activeBySeverity(): Array<{ severity: AlarmSeverity; n: number }> {
+    return this.#activeBySeverity.all();
   }
 
   /** Deletes up to `limit` alarms cleared before `ts`, oldest first. */
