@@ -14,7 +14,8 @@
  * RSS is read from /proc after `--idle` seconds (default 5), with the anonymous and file-backed
  * parts and the thread count; the gateway's V8 heap comes from its /metrics.
  *
- * Run: npm run bench:idle [-- --runs 3 --idle 5 --variant 'semi=--max-semi-space-size=1']
+ * Run: npm run bench:idle [-- --runs 3 --idle 5 --variant 'semi=--max-semi-space-size=1'
+ *   --exe dist/edge-gateway-linux-x64]
  */
 
 import { spawn } from 'node:child_process';
@@ -96,6 +97,8 @@ async function gateway(
         env: { EDGE_ADMIN_EMAIL: 'bench@local', EDGE_ADMIN_PASSWORD: 'bench-password-1', ...env },
         bundle: baseline,
         command,
+        // A loaded machine (load average 30) can take far longer than the default 20 s.
+        timeoutMs: 120_000,
       },
     );
     return { proc, ms: performance.now() - started };
