@@ -41,7 +41,7 @@ describe('the single executable (arm64, under qemu-aarch64-static)', () => {
     );
   });
 
-  it('serves HTTP, MQTT, CoAP, HTTPS, MQTT over TLS, /metrics and backs up', {
+  it('serves HTTP, MQTT, CoAP, a serial line, HTTPS, MQTT over TLS, /metrics and backs up', {
     timeout: 15 * 60_000,
   }, async () => {
     // Emulated, each step is 10-50 times slower than native: the rule-node scripts' time limit

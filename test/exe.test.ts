@@ -46,7 +46,7 @@ describe('the single executable (x64)', () => {
     );
   });
 
-  it('serves HTTP, MQTT, CoAP, HTTPS, MQTT over TLS, /metrics and backs up, with no node and no node_modules', async () => {
+  it('serves HTTP, MQTT, CoAP, a serial line, HTTPS, MQTT over TLS, /metrics and backs up, with no node and no node_modules', async () => {
     await smokeTest([join(dir, 'edge-gateway')], dir, { timeoutMs: 60_000 });
   });
 });

@@ -2,10 +2,12 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { coapRequest } from './coap.js';
+import { waitFor } from './gateway.js';
+import { SocatPair } from './modbus.js';
 import { mqttConnect } from './mqtt.js';
 import { LOOPBACK_EPHEMERAL, PROJECT_ROOT, runGateway, spawnGateway } from './process.js';
 
@@ -60,10 +62,10 @@ function httpsGet(
 }
 
 /**
- * A first start of an executable (`command`, e.g. [exe] or [...QEMU_ARM64, exe]) from a folder
+ * A first start of an executable (`command`, e.g. [exe] or [...qemuArm64(), exe]) from a folder
  * with no node and no node_modules: healthz, the page, the generated admin's login, one reading
- * each over HTTP, MQTT, CoAP, MQTT over TLS read back over REST, one HTTPS request checked
- * against the generated certificate, /metrics, and a backup while it runs.
+ * each over HTTP, MQTT, CoAP, MQTT over TLS and a serial line (socat) read back over REST, one
+ * HTTPS request checked against the generated certificate, /metrics, and a backup while it runs.
  */
 export async function smokeTest(
   command: readonly string[],
@@ -132,6 +134,62 @@ export async function smokeTest(
       60_000,
     );
     assert.equal(coap.code, '2.01');
+
+    // A text-line device on a socat serial pair: serialport's addon, carried by the executable.
+    const pair = await SocatPair.create();
+    try {
+      const connector = await fetch(`${base}/api/connector`, {
+        method: 'POST',
+        headers: auth,
+        body: JSON.stringify({
+          name: 'smoke-serial',
+          type: 'SERIAL',
+          enabled: true,
+          configuration: {
+            devices: [
+              {
+                port: pair.a,
+                baudrate: 9600,
+                format: 'csv',
+                columns: ['viaSerial'],
+                deviceName: 'smoke-serial',
+                deviceType: 'scale',
+              },
+            ],
+          },
+        }),
+      });
+      assert.equal(connector.status, 200, await connector.clone().text());
+      const { id } = (await connector.json()) as { id: string };
+      await waitFor(
+        async () => {
+          const res = await fetch(`${base}/api/connector/${id}/status`, { headers: auth });
+          return ((await res.json()) as { lines: Array<{ open: boolean }> }).lines[0]?.open;
+        },
+        timeoutMs,
+        'the serial port open',
+      );
+      await writeFile(pair.b, '5\n');
+      await waitFor(
+        async () => {
+          const res = await fetch(`${base}/api/tenant/devices?deviceName=smoke-serial`, {
+            headers: auth,
+          });
+          if (res.status !== 200) return false;
+          const serialId = ((await res.json()) as { id: { id: string } }).id.id;
+          const ts = await fetch(
+            `${base}/api/plugins/telemetry/DEVICE/${serialId}/values/timeseries?keys=viaSerial`,
+            { headers: auth },
+          );
+          const v = (await ts.json()) as Record<string, Array<{ value: unknown }>>;
+          return String(v.viaSerial?.[0]?.value) === '5';
+        },
+        timeoutMs,
+        'the serial reading',
+      );
+    } finally {
+      await pair.close();
+    }
 
     // TLS with the certificate the executable generated on this first start.
     const ca = await readFile(join(dataDir, 'tls', 'cert.pem'));
