@@ -102,6 +102,22 @@ export interface Config {
     readonly retryBaseMs: number;
     readonly retryMaxMs: number;
   };
+  /** Upstream sync to a cloud ThingsBoard as a gateway device (docs/upstream.md); url '' = off. */
+  readonly upstream: {
+    readonly url: string;
+    readonly token: string;
+    readonly clientId: string;
+    readonly username: string;
+    readonly password: string;
+    readonly mqttVersion: '3.1.1' | '5';
+    readonly caFile: string;
+    readonly certFile: string;
+    readonly keyFile: string;
+    readonly maxBacklog: number;
+    readonly maxPayloadBytes: number;
+    readonly maxMessagesPerSec: number;
+    readonly maxInFlight: number;
+  };
 }
 
 /** Secrets never live in the config file or the frozen Config that is logged. */
@@ -112,7 +128,7 @@ export interface Secrets {
   readonly metricsToken?: string;
 }
 
-type OptionType = 'port' | 'int' | 'string' | 'path' | 'enum' | 'bool';
+type OptionType = 'port' | 'int' | 'string' | 'text' | 'path' | 'enum' | 'bool';
 
 export interface OptionSpec {
   /** Dotted path into Config. */
@@ -725,6 +741,108 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: '',
     help: "Where the single executable writes its native addons and web page at start; empty: systemd's CacheDirectory= ($CACHE_DIRECTORY), else <data-dir>/cache",
   },
+  {
+    path: 'upstream.url',
+    flag: '--upstream-url',
+    env: 'EDGE_UPSTREAM_URL',
+    type: 'text',
+    default: '',
+    help: 'Cloud ThingsBoard to sync to as a gateway device: mqtt://host:1883 or mqtts://host:8883 (empty = upstream off)',
+  },
+  {
+    path: 'upstream.token',
+    flag: '--upstream-token',
+    env: 'EDGE_UPSTREAM_TOKEN',
+    type: 'text',
+    default: '',
+    help: "Access token of this gateway's device in the cloud (its MQTT user name)",
+  },
+  {
+    path: 'upstream.clientId',
+    env: 'EDGE_UPSTREAM_CLIENT_ID',
+    type: 'text',
+    default: '',
+    help: 'MQTT client id towards the cloud (MQTT basic credentials; empty = generated)',
+  },
+  {
+    path: 'upstream.username',
+    env: 'EDGE_UPSTREAM_USERNAME',
+    type: 'text',
+    default: '',
+    help: 'MQTT user name towards the cloud (MQTT basic credentials, instead of a token)',
+  },
+  {
+    path: 'upstream.password',
+    env: 'EDGE_UPSTREAM_PASSWORD',
+    type: 'text',
+    default: '',
+    help: 'MQTT password towards the cloud (MQTT basic credentials)',
+  },
+  {
+    path: 'upstream.mqttVersion',
+    env: 'EDGE_UPSTREAM_MQTT_VERSION',
+    type: 'enum',
+    values: ['3.1.1', '5'],
+    default: '3.1.1',
+    help: 'MQTT protocol version towards the cloud (5 reports refused messages by PUBACK reason code)',
+  },
+  {
+    path: 'upstream.caFile',
+    env: 'EDGE_UPSTREAM_CA_FILE',
+    type: 'path',
+    default: '',
+    help: "PEM file of the CA that signed the cloud's certificate (mqtts://; empty = the system's CAs)",
+  },
+  {
+    path: 'upstream.certFile',
+    env: 'EDGE_UPSTREAM_CERT_FILE',
+    type: 'path',
+    default: '',
+    help: 'PEM client certificate for X.509 authentication towards the cloud',
+  },
+  {
+    path: 'upstream.keyFile',
+    env: 'EDGE_UPSTREAM_KEY_FILE',
+    type: 'path',
+    default: '',
+    help: 'PEM private key of that client certificate',
+  },
+  {
+    path: 'upstream.maxBacklog',
+    env: 'EDGE_UPSTREAM_MAX_BACKLOG',
+    type: 'int',
+    min: 100,
+    max: 1e9,
+    default: 1_000_000,
+    help: 'Most messages waiting in the upstream outbox; beyond it the oldest are dropped and counted',
+  },
+  {
+    path: 'upstream.maxPayloadBytes',
+    env: 'EDGE_UPSTREAM_MAX_PAYLOAD_BYTES',
+    type: 'int',
+    min: 1024,
+    max: 256 * 1024 * 1024,
+    default: 65_536,
+    help: "Largest upstream publish (many messages per publish up to it; the cloud's maxPayloadSize lowers it)",
+  },
+  {
+    path: 'upstream.maxMessagesPerSec',
+    env: 'EDGE_UPSTREAM_MAX_MESSAGES_PER_SEC',
+    type: 'int',
+    min: 0,
+    max: 1_000_000,
+    default: 0,
+    help: "Most upstream publishes per second (0 = as the cloud's getSessionLimits rate limits allow, else unpaced)",
+  },
+  {
+    path: 'upstream.maxInFlight',
+    env: 'EDGE_UPSTREAM_MAX_IN_FLIGHT',
+    type: 'int',
+    min: 1,
+    max: 1000,
+    default: 32,
+    help: "Upstream publishes awaiting their PUBACK at once (the cloud's maxInflightMessages lowers it)",
+  },
 ];
 
 export class ConfigError extends Error {
@@ -776,10 +894,10 @@ const BOOL_WORDS = new Map([
 
 function coerce(spec: OptionSpec, value: unknown, source: string, problems: string[]): unknown {
   const label = `${spec.flag ?? spec.path} (${source})`;
-  if (spec.type === 'path') {
-    // An optional file path; empty means "not set".
+  if (spec.type === 'path' || spec.type === 'text') {
+    // An optional file path or text; empty means "not set".
     if (typeof value !== 'string') {
-      problems.push(`${label} must be a file path`);
+      problems.push(`${label} must be ${spec.type === 'path' ? 'a file path' : 'a string'}`);
       return undefined;
     }
     return value;
@@ -952,6 +1070,12 @@ export function loadConfig(input: ConfigInput = {}): { config: Config; secrets: 
   if (tls && Boolean(tls.cert) !== Boolean(tls.key)) {
     problems.push('--tls-cert and --tls-key must be set together');
   }
+  const upstreamUrl = (out.upstream as { url?: string } | undefined)?.url;
+  if (upstreamUrl && !/^mqtts?:\/\/[^/]+/.test(upstreamUrl)) {
+    problems.push(
+      `--upstream-url must be mqtt://host:port or mqtts://host:port (got ${upstreamUrl})`,
+    );
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   const dataDir = resolve(cwd, out.dataDir as string);
@@ -1013,7 +1137,7 @@ export function helpText(version: string): string {
   ];
   for (const o of OPTIONS) {
     if (!o.flag) continue;
-    const left = `  ${o.flag} ${o.type === 'enum' ? (o.values ?? []).join('|') : o.type === 'string' ? 'VALUE' : o.type === 'path' ? 'FILE' : o.type === 'bool' ? '[true|false]' : 'N'}`;
+    const left = `  ${o.flag} ${o.type === 'enum' ? (o.values ?? []).join('|') : o.type === 'string' || o.type === 'text' ? 'VALUE' : o.type === 'path' ? 'FILE' : o.type === 'bool' ? '[true|false]' : 'N'}`;
     lines.push(`${left.padEnd(38)} ${o.help} (${o.env}, default ${o.default})`);
   }
   lines.push(

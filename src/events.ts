@@ -98,6 +98,10 @@ export interface GatewayEvents {
   'notification.deleted': { recipientId: string; id: string; unread: number };
   /** A persistent server-side RPC changed status. */
   'rpc.status': { deviceId: string; rpcId: string; requestId: number; status: RpcStatus };
+  /** The link to the cloud ThingsBoard came up (docs/upstream.md). */
+  'upstream.connected': { url: string; ts: number };
+  /** The link to the cloud went down (or a connection attempt failed after it was up). */
+  'upstream.disconnected': { url: string; ts: number; error: string | null };
 }
 
 export type EventName = keyof GatewayEvents;

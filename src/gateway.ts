@@ -95,12 +95,14 @@ import { rpcRoutes } from './transports/http/rpc-routes.js';
 import { ruleChainRoutes } from './transports/http/rule-chain-routes.js';
 import { schedulerRoutes } from './transports/http/scheduler-routes.js';
 import { telemetryRoutes } from './transports/http/telemetry-routes.js';
+import { upstreamRoutes } from './transports/http/upstream-routes.js';
 import { userRoutes } from './transports/http/user-routes.js';
 import { ModbusMaster } from './transports/modbus/modbus-master.js';
 import { MqttServer } from './transports/mqtt/mqtt-server.js';
 import { GsmModem } from './transports/serial/gsm-modem.js';
 import { SerialLineConnector } from './transports/serial/serial-reader.js';
 import { WsApi } from './transports/ws/ws-api.js';
+import { laterHook, UpstreamService } from './upstream/upstream-service.js';
 import { UserService } from './users/user-service.js';
 import { VERSION } from './version.js';
 
@@ -465,6 +467,7 @@ export class Gateway implements AsyncDisposable {
       uptimeMs: this.#startedAt ? Date.now() - this.#startedAt : 0,
       db: db && (db.ok ? { status: 'UP' } : { status: 'DOWN', error: db.error }),
       messages: this.#services?.messages.stats(),
+      upstream: this.#services?.upstream.status(),
     };
   }
 
@@ -714,6 +717,8 @@ export interface Services {
   /** Live subscriptions of the WebSocket API. */
   readonly subscriptions: SubscriptionService;
   readonly notifications: Notifications;
+  /** Upstream sync to a cloud ThingsBoard (off unless `upstream.url` is set). */
+  readonly upstream: UpstreamService;
 }
 
 /**
@@ -724,6 +729,8 @@ export interface Services {
 function messageProcessor(s: Services, _loggers: Loggers): MessageProcessor {
   return s.rules.engine;
 }
+
+const PUSH_TO_CLOUD_NODE = 'org.thingsboard.rule.engine.edge.TbMsgPushToCloudNode';
 
 /** A client-side RPC reaches the root chain as `TO_SERVER_RPC_REQUEST`; nothing else answers. */
 const RULE_CHAINS_ANSWER: ClientRpcRouter = () => {};
@@ -779,13 +786,25 @@ async function buildServices(
     audit,
     customerExists: (id) => customers.exists(id),
   });
+  // The outbox rows are written in the telemetry and attribute commits; the service itself needs
+  // attributes and RPC, built below.
+  let upstream: UpstreamService | undefined;
+  const upstreamOn = config.upstream.url !== '';
   const telemetry = new TelemetryService({
+    // Device uplinks only: a server-side write reaches the cloud through the push node.
+    inCommit: upstreamOn
+      ? (items) => upstream?.telemetryHook.write(items.filter((i) => i.uplink))
+      : undefined,
     db,
     bus,
     devices,
     log: loggers.telemetry,
     config: config.telemetry,
-    onCommitTiming: hooks.onCommitTiming,
+    onCommitTiming: (ms, ok) => {
+      hooks.onCommitTiming?.(ms, ok);
+      // A rolled-back commit took its outbox rows with it: the outbox recounts.
+      if (upstreamOn) upstream?.telemetryHook.settled(ok);
+    },
     limits: { ...TELEMETRY_LIMITS, maxStoredBytes: config.limits.requestStoredBytes },
     // Server timestamps never run backwards when the wall clock jumps (common/clock.ts).
     now: clock.now,
@@ -797,10 +816,22 @@ async function buildServices(
     bus,
     log: loggers.attributes,
     maxRequestStoredBytes: config.limits.requestStoredBytes,
+    inCommit: upstreamOn ? laterHook(() => upstream?.attributesHook) : undefined,
   });
   attributes.start();
   const rpc = new RpcService({ db, devices, tenants, bus, log: loggers.rpc, now: clock.now });
   rpc.start();
+  upstream = new UpstreamService({
+    db,
+    bus,
+    log: loggers.upstream,
+    config: config.upstream,
+    devices,
+    attributes,
+    rpc,
+    now: clock.now,
+  });
+  const cloud = upstream;
   const clientRpc = new ClientRpcService({ log: loggers.rpc });
   const claims = new ClaimService({
     db,
@@ -923,7 +954,7 @@ async function buildServices(
     profileAlarms: alarmEngine,
     // The message's `deviceType` names the profile; other messages look the device up.
     profileChainOf: (deviceId, msg) => {
-      const type = msg.metadata.deviceType;
+      const type = msg?.metadata.deviceType;
       if (type !== undefined) return profiles.defaultChainOf(type);
       try {
         return profiles.defaultChainOf(devices.get(deviceId).type);
@@ -934,6 +965,7 @@ async function buildServices(
     alarms,
     systemSmtp: () => notifications.settings.smtp(),
     sendSms: (number, text, provider) => notifications.channels.sms(number, text, provider),
+    pushToCloud: (msg) => cloud.push(msg),
     log: loggers.rules,
     queueSize: config.rules.queueSize,
     maxInFlight: config.rules.maxInFlight,
@@ -943,6 +975,10 @@ async function buildServices(
     },
   });
   rules.start();
+  cloud.setPushDecision((deviceId, msgType) =>
+    rules.engine.reaches(deviceId, msgType, PUSH_TO_CLOUD_NODE),
+  );
+  cloud.start();
   const scheduler = new Scheduler({ log: loggers.rules });
   const schedulerEvents = new SchedulerEventService({
     db,
@@ -1029,6 +1065,7 @@ async function buildServices(
     schedulerEvents,
     connectors,
     notifications,
+    upstream: cloud,
   };
 }
 
@@ -1063,6 +1100,8 @@ async function stopServices(s: Services): Promise<void> {
   s.subscriptions.stop();
   await s.connectors.stop();
   await s.notifications.stop();
+  // The link closes; the outbox stays in the db and still takes the last commits' rows.
+  await s.upstream.stop();
   s.scheduler.stop();
   s.rules.stop();
   s.alarmRetention.stop();
@@ -1183,6 +1222,10 @@ function apiRoutes(
     {
       path: '/api',
       app: adminSettingsRoutes({ notifications: s.notifications, requireUser: user }),
+    },
+    {
+      path: '/api',
+      app: upstreamRoutes({ upstream: s.upstream, config: config.upstream, requireUser: user }),
     },
     {
       path: '/api',

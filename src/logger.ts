@@ -26,6 +26,7 @@ export const SUBSYSTEMS = [
   'connectors',
   'alarms',
   'notifications',
+  'upstream',
 ] as const;
 export type Subsystem = (typeof SUBSYSTEMS)[number];
 export type Loggers = Readonly<Record<Subsystem, Logger>> & { readonly root: Logger };

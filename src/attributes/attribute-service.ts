@@ -39,6 +39,22 @@ export interface AttributeServiceDeps {
   readonly log: Logger;
   /** Most bytes of keys and values one save may store (issue 20). */
   readonly maxRequestStoredBytes?: number;
+  /**
+   * Runs in the transaction that saves a device's own client attributes (the upstream outbox):
+   * `write` before the values are written, `settled` with the outcome.
+   */
+  readonly inCommit?: {
+    write(items: readonly ClientAttributesItem[]): void;
+    settled(ok: boolean): void;
+  };
+}
+
+/** Client attributes of one device in one commit, as the commit hook sees them. */
+export interface ClientAttributesItem {
+  readonly rid: number;
+  readonly deviceId: string;
+  readonly values: readonly TypedAttributeKv[];
+  readonly ts: number;
 }
 
 /** A device's own attribute request (reference device-api.md §2.2). */
@@ -89,8 +105,12 @@ export class AttributeService {
   readonly #subscribers: DeviceSubscribers<SharedAttributeUpdate>;
   readonly #polls = new LongPolls();
 
+  /** One transaction around a save and its commit hook (made once). */
+  readonly #hooked: (fn: () => void) => void;
+
   constructor(private readonly deps: AttributeServiceDeps) {
     this.#store = new AttributeStore(deps.db);
+    this.#hooked = deps.db.transaction((fn: () => void) => fn());
     this.#subscribers = new DeviceSubscribers(deps.log);
   }
 
@@ -137,13 +157,28 @@ export class AttributeService {
     const max = this.deps.maxRequestStoredBytes ?? DEFAULT_MAX_REQUEST_STORED_BYTES;
     checkStoredBytes('Attribute payload', stored, max);
     if (values.size === 0) return [];
-    this.#store.upsert(device.rid, scope, values, ts);
     const saved: TypedAttributeKv[] = [...values].map(([key, kv]) => ({
       key,
       type: kv.type,
       value: kv.value,
       lastUpdateTs: ts,
     }));
+    const hook =
+      scope === 'CLIENT_SCOPE' && source?.kind === 'device' ? this.deps.inCommit : undefined;
+    if (hook) {
+      try {
+        this.#hooked(() => {
+          hook.write([{ rid: device.rid, deviceId: device.id, values: saved, ts }]);
+          this.#store.upsert(device.rid, scope, values, ts);
+        });
+      } catch (err) {
+        hook.settled(false);
+        throw err;
+      }
+      hook.settled(true);
+    } else {
+      this.#store.upsert(device.rid, scope, values, ts);
+    }
     this.deps.bus.emit('attributes.updated', {
       deviceId: device.id,
       scope,

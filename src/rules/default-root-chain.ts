@@ -4,6 +4,8 @@
  * `getCurrentTime` answered by a script and an rpc call reply node (a bare JSON number of epoch
  * ms, as ThingsBoard's documented example), which replaces the gateway's built-in handler.
  * Other client-side RPC methods are logged and get no reply (the device times out, as before).
+ * Saved telemetry and client attributes go on to a push-to-cloud node, as in ThingsBoard Edge's
+ * root chain (upstream sync, docs/upstream.md).
  */
 const P = 'org.thingsboard.rule.engine.';
 const LOG_SCRIPT =
@@ -116,6 +118,9 @@ export const defaultRootChain = {
         650,
         400,
       ),
+      // Edge root chain (rule-engine reference §1.4): pushed up only after the local save; a
+      // pass-through while upstream sync is off.
+      node('edge.TbMsgPushToCloudNode', 'Push to cloud', { scope: 'CLIENT_SCOPE' }, 950, 85),
     ],
     connections: [
       { fromIndex: 0, toIndex: 1, type: 'Success' },
@@ -127,6 +132,8 @@ export const defaultRootChain = {
       { fromIndex: 4, toIndex: 7, type: 'False' },
       { fromIndex: 1, toIndex: 8, type: 'RPC Request to Device' },
       { fromIndex: 1, toIndex: 9, type: 'Other' },
+      { fromIndex: 2, toIndex: 10, type: 'Success' },
+      { fromIndex: 3, toIndex: 10, type: 'Success' },
     ],
     ruleChainConnections: null,
   },

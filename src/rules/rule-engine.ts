@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { GatewayMsg, MessageProcessor } from '../messages/types.js';
 import { derive } from './msg.js';
 import { failureMetadata } from './nodes/external.js';
+import { TYPE_LABELS } from './nodes/filter.js';
 import { NODE_SPECS } from './nodes/index.js';
 import type { ChainDefinition, RuleChainService } from './rule-chain-service.js';
 import {
@@ -33,7 +34,7 @@ export interface RuleEngineDeps extends RuleEngineOptions {
   readonly services: Omit<RuleServices, 'enqueue'>;
   readonly log: Logger;
   /** The device profile's `defaultRuleChainId` of a device, when it has one. */
-  readonly profileChainOf?: (deviceId: string, msg: GatewayMsg) => string | null | undefined;
+  readonly profileChainOf?: (deviceId: string, msg?: GatewayMsg) => string | null | undefined;
 }
 
 /** Counters of one chain, as `GET /api/ruleChains/stats` shows them. */
@@ -84,6 +85,8 @@ class LoadedChain {
   lastDropLog = 0;
   scheduled = false;
   closed = false;
+  /** `reaches` answers of this chain (it is rebuilt on every change). */
+  readonly reach = new Map<string, boolean>();
 
   constructor(
     readonly def: ChainDefinition,
@@ -106,6 +109,38 @@ class LoadedChain {
     }
     return item;
   }
+}
+
+const SWITCH = 'org.thingsboard.rule.engine.filter.TbMsgTypeSwitchNode';
+const TYPE_FILTER = 'org.thingsboard.rule.engine.filter.TbMsgTypeFilterNode';
+
+/** Breadth-first from the first node: is a node of `nodeType` reachable by a `msgType` message? */
+function reachable(chain: LoadedChain, msgType: string, nodeType: string): boolean {
+  const { nodes } = chain.def;
+  const first = chain.def.firstNodeIndex;
+  if (first === null || !nodes[first]) return false;
+  const seen = new Set<number>([first]);
+  const todo = [first];
+  while (todo.length > 0) {
+    const i = todo.pop() as number;
+    const node = nodes[i];
+    if (node.type === nodeType) return true;
+    let labels: Iterable<string> = chain.routes[i].keys();
+    if (node.type === SWITCH) labels = [TYPE_LABELS[msgType] ?? 'Other'];
+    else if (node.type === TYPE_FILTER) {
+      const types = (node.configuration as { messageTypes?: unknown }).messageTypes;
+      labels = [Array.isArray(types) && types.includes(msgType) ? 'True' : 'False'];
+    }
+    for (const label of labels) {
+      for (const next of chain.routes[i].get(label) ?? []) {
+        if (!seen.has(next)) {
+          seen.add(next);
+          todo.push(next);
+        }
+      }
+    }
+  }
+  return false;
 }
 
 export class RuleEngine implements MessageProcessor {
@@ -154,11 +189,10 @@ export class RuleEngine implements MessageProcessor {
   /** MessageProcessor: queues the message on its chain and returns at once; never throws. */
   process(msg: GatewayMsg): void {
     try {
-      let chainId = this.#rootId;
-      if (msg.originator.entityType === 'DEVICE' && this.deps.profileChainOf) {
-        const own = this.deps.profileChainOf(msg.originator.id, msg);
-        if (own && this.#chains.has(own)) chainId = own;
-      }
+      const chainId =
+        msg.originator.entityType === 'DEVICE'
+          ? this.#chainOf(msg.originator.id, msg)
+          : this.#rootId;
       this.#enqueueTo(chainId, { msg, node: -1 });
     } catch (err) {
       this.deps.log.error({ err, msgId: msg.id }, 'rule engine could not take a message');
@@ -171,6 +205,29 @@ export class RuleEngine implements MessageProcessor {
    */
   endBatch(): void {
     for (const chain of this.#chains.values()) if (chain.size > 0) this.#pump(chain);
+  }
+
+  /**
+   * Whether a message of this type from this device can reach a node of `nodeType` in the chain
+   * that handles it: message type switches and filters are followed by the type, other nodes by
+   * every relation (their conditions are not evaluated). The upstream outbox decides with it at
+   * commit time what the chain will push (docs/upstream.md).
+   */
+  reaches(deviceId: string, msgType: string, nodeType: string): boolean {
+    const chain = this.#chains.get(this.#chainOf(deviceId) ?? '');
+    if (!chain) return false;
+    const key = `${nodeType}|${msgType}`;
+    let answer = chain.reach.get(key);
+    if (answer === undefined) {
+      answer = reachable(chain, msgType, nodeType);
+      chain.reach.set(key, answer);
+    }
+    return answer;
+  }
+
+  #chainOf(deviceId: string, msg?: GatewayMsg): string | undefined {
+    const own = this.deps.profileChainOf?.(deviceId, msg);
+    return own && this.#chains.has(own) ? own : this.#rootId;
   }
 
   stats(): { chains: ChainStats[]; unrouted: number } {

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { AlarmService } from '../alarms/alarm-service.js';
 import type { AttributeService } from '../attributes/attribute-service.js';
 import type { Db } from '../db/open.js';
-import type { MessageProcessor } from '../messages/types.js';
+import type { GatewayMsg, MessageProcessor } from '../messages/types.js';
 import type { SmsProviderConfig } from '../notifications/system-settings.js';
 import type { ClientRpcService } from '../rpc/client-rpc.js';
 import type { RpcService } from '../rpc/rpc-service.js';
@@ -36,6 +36,8 @@ export interface RulesDeps extends RuleEngineOptions {
   readonly profileChainOf?: RuleEngineDeps['profileChainOf'];
   /** The device-profile alarm engine, run by the device-profile node. */
   readonly profileAlarms?: MessageProcessor;
+  /** The upstream outbox, fed by the push-to-cloud node. */
+  readonly pushToCloud?: (msg: GatewayMsg) => boolean;
 }
 
 export interface Rules {
@@ -89,6 +91,7 @@ export async function createRules(deps: RulesDeps): Promise<Rules> {
           : Promise.reject(new Error('SMS is not available')),
       alarms: deps.alarms && alarmsFor(deps.alarms),
       profileAlarms: deps.profileAlarms,
+      pushToCloud: deps.pushToCloud,
     },
   });
   const ruleEngine = engine;

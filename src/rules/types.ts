@@ -105,6 +105,11 @@ export interface RuleServices {
    * every message it sees, as ThingsBoard's node evaluates the profile's alarm rules.
    */
   readonly profileAlarms?: MessageProcessor;
+  /**
+   * The upstream outbox (push-to-cloud node), when upstream sync is built: false for a message
+   * it cannot carry.
+   */
+  readonly pushToCloud?: (msg: GatewayMsg) => boolean;
   /** Posts a message into a chain (generator and delay nodes): the root when `chainId` is absent. */
   enqueue(
     msg: GatewayMsg,

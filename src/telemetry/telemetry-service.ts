@@ -149,7 +149,7 @@ export class TelemetryService {
     receivedTs = this.#now(),
   ): Promise<readonly TsEntry[]> {
     const points = this.#parse(payload, receivedTs);
-    await this.#write(device.rid, device.id, points);
+    await this.#write(device.rid, device.id, points, true);
     return points;
   }
 
@@ -307,9 +307,14 @@ export class TelemetryService {
       : parseTelemetry(payload, now, limits);
   }
 
-  async #write(rid: number, deviceId: string, points: readonly TsEntry[]): Promise<number> {
+  async #write(
+    rid: number,
+    deviceId: string,
+    points: readonly TsEntry[],
+    uplink = false,
+  ): Promise<number> {
     const { writer } = this.#requireStarted();
-    await writer.write(rid, deviceId, points);
+    await writer.write(rid, deviceId, points, uplink);
     return points.length;
   }
 

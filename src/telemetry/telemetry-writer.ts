@@ -6,6 +6,8 @@ import type { TelemetryStore, WriteItem } from './telemetry-store.js';
 /** Points of one device that were committed together. */
 export interface CommittedItem extends WriteItem {
   readonly deviceId: string;
+  /** A device uplink (`TelemetryService.ingestPoints`), not a server-side write. */
+  readonly uplink?: boolean;
 }
 
 export interface TelemetryWriterDeps {
@@ -86,11 +88,11 @@ export class TelemetryWriter {
   }
 
   /** Queues the points of one device; resolves after they are committed. */
-  write(rid: number, deviceId: string, points: readonly TsEntry[]): Promise<void> {
+  write(rid: number, deviceId: string, points: readonly TsEntry[], uplink = false): Promise<void> {
     if (this.#stopped) return Promise.reject(new UnavailableError('Telemetry writer is stopped'));
     if (points.length === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      this.#queue.push({ rid, deviceId, points, resolve, reject });
+      this.#queue.push({ rid, deviceId, points, uplink, resolve, reject });
       this.#queued += points.length;
       if (this.#lastRids.has(rid)) this.#returned.add(rid);
       if (this.#queued >= this.#deps.maxBatchPoints || this.#callersBack()) this.#scheduleNow();

@@ -14,6 +14,7 @@ import { m012Alarms } from './012-alarms.js';
 import { m013TelemetryBlocks } from './013-telemetry-blocks.js';
 import { m014Notifications } from './014-notifications.js';
 import { m015ProfileRuleChain } from './015-profile-rule-chain.js';
+import { m016Upstream } from './016-upstream.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -32,4 +33,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m013TelemetryBlocks,
   m014Notifications,
   m015ProfileRuleChain,
+  m016Upstream,
 ];

@@ -11,6 +11,7 @@ import {
   saveTimeseries,
 } from './action.js';
 import { clearAlarm, createAlarm } from './alarm.js';
+import { pushToCloud } from './cloud.js';
 import { originatorAttributes, originatorTelemetry } from './enrichment.js';
 import { restApiCall, sendEmail } from './external.js';
 import {
@@ -50,5 +51,6 @@ export const NODE_SPECS: ReadonlyMap<string, NodeSpec> = new Map(
     sendSms,
     createAlarm,
     clearAlarm,
+    pushToCloud,
   ].map((spec) => [spec.type, spec]),
 );

@@ -23,6 +23,8 @@ export interface HealthInfo {
   readonly db?: { readonly status: 'UP' | 'DOWN'; readonly error?: string };
   /** The queue to the processing entry point (queued, processed, dropped, failed). */
   readonly messages?: object;
+  /** Upstream sync (`GET /api/upstream/status`); the link being down does not make it DOWN. */
+  readonly upstream?: object;
 }
 
 export interface HttpAppDeps {
@@ -84,6 +86,7 @@ export function createHttpApp(deps: HttpAppDeps): Hono<HttpEnv> {
         uptimeMs: h.uptimeMs,
         db: h.db,
         messages: h.messages,
+        upstream: h.upstream,
       },
       h.ready ? 200 : 503,
     );

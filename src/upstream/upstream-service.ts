@@ -1,0 +1,710 @@
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import type { Logger } from 'pino';
+import type { AttributeService } from '../attributes/attribute-service.js';
+import type { TypedAttributeKv } from '../attributes/types.js';
+import type { Config } from '../config.js';
+import type { Db } from '../db/open.js';
+import type { DeviceIdentity } from '../devices/device-service.js';
+import type { EventBus } from '../events.js';
+import type { GatewayMsg } from '../messages/types.js';
+import type { RpcService } from '../rpc/rpc-service.js';
+import type { TsEntry } from '../telemetry/telemetry-parser.js';
+import { KIND, Outbox, type OutboxEntry, type OutboxRow } from './outbox.js';
+import { attributesJson, pack, telemetryFromMsg, telemetryJson } from './payload.js';
+
+export interface UpstreamDeps {
+  readonly db: Db;
+  readonly bus: EventBus;
+  readonly log: Logger;
+  readonly config: Config['upstream'];
+  readonly devices: {
+    identity(id: string): DeviceIdentity | undefined;
+    byName(name: string): DeviceIdentity | undefined;
+  };
+  readonly attributes: Pick<AttributeService, 'save' | 'delete' | 'get' | 'findByKey'>;
+  readonly rpc: Pick<RpcService, 'call'>;
+  readonly now?: () => number;
+  /** Test hook: the reconnect backoff's first delay (default 1 s; the cap is 60 s). */
+  readonly backoffMinMs?: number;
+}
+
+/** What `GET /api/upstream/status` answers (issue 16 §5). */
+export interface UpstreamStatus {
+  readonly enabled: boolean;
+  readonly connected: boolean;
+  readonly url: string;
+  readonly backlog: number;
+  readonly oldestBacklogTs: number | null;
+  readonly sentTotal: number;
+  readonly droppedTotal: number;
+  readonly rejectedTotal: number;
+  readonly lastError: string | null;
+  readonly lastConnectedTs: number | null;
+}
+
+/**
+ * The part of a commit that the outbox takes: `write` runs inside the commit's transaction
+ * before the data is written, `settled` after it (committed or rolled back).
+ */
+export interface CommitHook<T> {
+  write(items: readonly T[]): void;
+  settled(ok: boolean): void;
+}
+
+/** A committed telemetry payload of one device (the telemetry writer's item). */
+export interface TelemetryItem {
+  readonly rid: number;
+  readonly deviceId: string;
+  readonly points: readonly TsEntry[];
+}
+
+/** Client attributes of one device saved in one commit. */
+export interface AttributesItem {
+  readonly rid: number;
+  readonly deviceId: string;
+  readonly values: readonly TypedAttributeKv[];
+  readonly ts: number;
+}
+
+/** A hook that forwards to one made later (the service is built after the services it hooks). */
+export function laterHook<T>(get: () => CommitHook<T> | undefined): CommitHook<T> {
+  return {
+    write: (items) => get()?.write(items),
+    settled: (ok) => get()?.settled(ok),
+  };
+}
+
+export type PushDecision = (deviceId: string, msgType: string) => boolean;
+
+const OWNER = 'upstream';
+/** The server attribute of a device that keeps it local (`false`). */
+export const OPT_OUT_KEY = 'upstreamEnabled';
+const READ_AHEAD = 2_000;
+/** A publish the cloud refuses this often is set aside (MQTT 5 PUBACK error, or no PUBACK). */
+const MAX_ATTEMPTS = 3;
+const BACKOFF_MAX_MS = 60_000;
+/** Devices announced with `v1/gateway/connect` when the link comes up. */
+const MAX_ANNOUNCED = 10_000;
+const SESSION_LIMITS_REQUEST = 'v1/devices/me/rpc/request/1';
+const SESSION_LIMITS_RESPONSE = 'v1/devices/me/rpc/response/1';
+/** Messages the pushed rule-node types carry (TbMsgPushToCloudNode's accepted types). */
+const TELEMETRY_TYPES = new Set(['POST_TELEMETRY_REQUEST', 'TIMESERIES_UPDATED']);
+const ATTRIBUTE_TYPES = new Set(['POST_ATTRIBUTES_REQUEST', 'ATTRIBUTES_UPDATED']);
+/** Loop guard: changes that came from the cloud are never pushed back. */
+const CLOUD = { kind: 'system' } as const;
+
+interface InFlight {
+  readonly rows: readonly OutboxRow[];
+  readonly first: number;
+  readonly last: number;
+  readonly topic: string;
+  readonly payload: string;
+  attempts: number;
+}
+
+/**
+ * Upstream sync (issue 16, docs/upstream.md): the gateway is one device of a cloud ThingsBoard
+ * with "Is gateway" set and speaks its gateway MQTT API (device-api.md §9) as a client.
+ *
+ * Uplink: what the rule chains push (`TbMsgPushToCloudNode`) goes through the SQLite outbox.
+ * Device telemetry and client attributes are written to it in the same commit as their data
+ * (`telemetryHook`, `attributesHook`) when the device's chain pushes that message type, so an
+ * acknowledged reading is never lost to a crash; the node itself queues what was not queued at
+ * commit (other types, messages a chain made). Rows go up in `seq` order, many per publish, QoS 1,
+ * and are deleted on their PUBACK: at-least-once, in order per device.
+ *
+ * Downlink: shared-attribute updates and deletes, RPC and attribute responses from the cloud are
+ * applied to the local device of that name.
+ */
+export class UpstreamService {
+  readonly outbox: Outbox;
+  readonly #deps: UpstreamDeps;
+  readonly #enabled: boolean;
+  readonly #optOut = new Set<number>();
+  #pushes: PushDecision = () => false;
+  #client: MqttClient | undefined;
+  /** Connection generation: callbacks of a closed connection are ignored. */
+  #gen = 0;
+  #connected = false;
+  #stopped = false;
+  #lastError: string | null = null;
+  #lastConnectedTs: number | null = null;
+  #backoffAttempt = 0;
+  #reconnectTimer: NodeJS.Timeout | undefined;
+  #paceTimer: NodeJS.Timeout | undefined;
+  #pumpScheduled: NodeJS.Immediate | undefined;
+  /** Last seq read from the outbox; rows after it are not yet read. */
+  #cursor = 0;
+  #ahead: OutboxRow[] = [];
+  readonly #inFlight = new Map<number, InFlight>();
+  #nextFlightId = 1;
+  /** Devices announced (`v1/gateway/connect`) on this connection. */
+  readonly #announced = new Set<string>();
+  /** Attribute requests waiting for their response: id → device and keys. */
+  readonly #attrRequests = new Map<number, { device: string; keys: readonly string[] }>();
+  #nextRequestId = 1;
+  // Limits: the configured ones, lowered by the cloud's getSessionLimits.
+  #maxInFlight: number;
+  #maxPayload: number;
+  #msgRate: number;
+  #pointRate = 0;
+  #nextSendAt = 0;
+
+  constructor(deps: UpstreamDeps) {
+    this.#deps = deps;
+    this.#enabled = deps.config.url !== '';
+    this.outbox = new Outbox(deps.db, deps.config.maxBacklog);
+    this.#maxInFlight = deps.config.maxInFlight;
+    this.#maxPayload = deps.config.maxPayloadBytes;
+    this.#msgRate = deps.config.maxMessagesPerSec;
+  }
+
+  get enabled(): boolean {
+    return this.#enabled;
+  }
+
+  /**
+   * Which messages the rule chains push: the rule engine answers whether a push-to-cloud node
+   * is reachable for a device's message type (set once the rule engine exists).
+   */
+  setPushDecision(decide: PushDecision): void {
+    this.#pushes = decide;
+  }
+
+  /** Loads the outbox and the opted-out devices, connects when a URL is set. */
+  start(): void {
+    const { bus, attributes, devices } = this.#deps;
+    this.outbox.init();
+    for (const { deviceId, kv } of attributes.findByKey('SERVER_SCOPE', OPT_OUT_KEY)) {
+      const rid = devices.identity(deviceId)?.rid;
+      if (rid !== undefined && kv.value === false) this.#optOut.add(rid);
+    }
+    bus.on(OWNER, 'attributes.updated', ({ deviceId, scope, values }) => {
+      if (scope !== 'SERVER_SCOPE') return;
+      const kv = values.find((v) => v.key === OPT_OUT_KEY);
+      if (kv) this.#setOptOut(deviceId, kv.value === false);
+    });
+    bus.on(OWNER, 'attributes.deleted', ({ deviceId, scope, keys }) => {
+      if (scope === 'SERVER_SCOPE' && keys.includes(OPT_OUT_KEY)) this.#setOptOut(deviceId, false);
+    });
+    bus.on(OWNER, 'device.created', ({ device }) => {
+      if (this.#connected) this.#announce(this.#localDevices(device.id));
+    });
+    bus.on(OWNER, 'device.deleted', ({ device }) => {
+      if (this.#announced.delete(device.name)) {
+        this.#publishControl('v1/gateway/disconnect', { device: device.name });
+      }
+    });
+    if (this.#enabled) this.#connect();
+  }
+
+  /** Disconnects; what is not acknowledged stays in the outbox for the next start. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#deps.bus.removeOwner(OWNER);
+    clearTimeout(this.#reconnectTimer);
+    clearTimeout(this.#paceTimer);
+    if (this.#pumpScheduled) clearImmediate(this.#pumpScheduled);
+    const client = this.#client;
+    this.#client = undefined;
+    this.#gen++;
+    if (client) await client.endAsync(true).catch(() => undefined);
+  }
+
+  status(): UpstreamStatus {
+    const c = this.outbox.counters;
+    return {
+      enabled: this.#enabled,
+      connected: this.#connected,
+      url: this.#deps.config.url,
+      backlog: this.outbox.backlog,
+      oldestBacklogTs: this.outbox.oldestTs(),
+      sentTotal: c.sent,
+      droppedTotal: c.dropped,
+      rejectedTotal: c.rejected,
+      lastError: this.#lastError,
+      lastConnectedTs: this.#lastConnectedTs,
+    };
+  }
+
+  /** Device telemetry committed by the telemetry writer: queued in the same transaction. */
+  readonly telemetryHook: CommitHook<TelemetryItem> = {
+    write: (items) => {
+      if (!this.#enabled) return;
+      const entries: OutboxEntry[] = [];
+      for (const item of items) {
+        if (item.points.length === 0 || !this.#wants(item.rid, item.deviceId, TELEMETRY)) continue;
+        entries.push({
+          rid: item.rid,
+          kind: KIND.telemetry,
+          ts: item.points[0].ts,
+          data: telemetryJson(item.points),
+        });
+      }
+      this.outbox.add(entries);
+    },
+    settled: (ok) => this.#settled(ok),
+  };
+
+  /** Client attributes a device posted: queued in the same transaction as their save. */
+  readonly attributesHook: CommitHook<AttributesItem> = {
+    write: (items) => {
+      if (!this.#enabled) return;
+      const entries: OutboxEntry[] = [];
+      for (const item of items) {
+        if (item.values.length === 0 || !this.#wants(item.rid, item.deviceId, ATTRIBUTES)) continue;
+        entries.push({
+          rid: item.rid,
+          kind: KIND.attributes,
+          ts: item.ts,
+          data: attributesJson(item.values),
+        });
+      }
+      this.outbox.add(entries);
+    },
+    settled: (ok) => this.#settled(ok),
+  };
+
+  /**
+   * The push-to-cloud node: a committed device uplink that the commit already queued passes on;
+   * anything else of a pushed type is queued now. Returns false for a type it cannot push.
+   */
+  push(msg: GatewayMsg): boolean {
+    if (!this.#enabled || msg.metadata.source === 'cloud') return true;
+    if (msg.originator.entityType !== 'DEVICE') return false;
+    const device = this.#deps.devices.identity(msg.originator.id);
+    if (!device) return false;
+    if (this.#optOut.has(device.rid)) return true;
+    const committedType = msg.type === TELEMETRY || msg.type === ATTRIBUTES;
+    if (msg.committed && committedType && this.#pushes(device.id, msg.type)) return true;
+    let entry: OutboxEntry | undefined;
+    if (TELEMETRY_TYPES.has(msg.type)) {
+      const data =
+        msg.type === 'TIMESERIES_UPDATED'
+          ? (msg.data as { timeseries?: unknown } | null)?.timeseries
+          : msg.data;
+      const ts = Number(msg.metadata.ts) || msg.ts;
+      const json = telemetryFromMsg(data, ts);
+      if (json) entry = { rid: device.rid, kind: KIND.telemetry, ts, data: json };
+    } else if (ATTRIBUTE_TYPES.has(msg.type)) {
+      const d = msg.data;
+      if (d !== null && typeof d === 'object' && !Array.isArray(d)) {
+        entry = { rid: device.rid, kind: KIND.attributes, ts: msg.ts, data: JSON.stringify(d) };
+      }
+    }
+    if (!entry) return false;
+    this.outbox.addNow([entry]);
+    this.#kick();
+    return true;
+  }
+
+  #wants(rid: number, deviceId: string, type: string): boolean {
+    return !this.#optOut.has(rid) && this.#pushes(deviceId, type);
+  }
+
+  #setOptOut(deviceId: string, out: boolean): void {
+    const device = this.#deps.devices.identity(deviceId);
+    if (!device) return;
+    if (out) this.#optOut.add(device.rid);
+    else this.#optOut.delete(device.rid);
+  }
+
+  #settled(ok: boolean): void {
+    if (!this.#enabled) return;
+    // The backlog count and totals were changed inside a transaction that did not commit.
+    if (!ok) this.outbox.init();
+    else this.#kick();
+  }
+
+  // ---- the link ----------------------------------------------------------------------------
+
+  #connect(): void {
+    if (this.#stopped) return;
+    const { config, log } = this.#deps;
+    const gen = ++this.#gen;
+    const opts: IClientOptions = {
+      protocolVersion: config.mqttVersion === '5' ? 5 : 4,
+      clientId: config.clientId || `edge-gateway-${hostname()}`,
+      clean: true,
+      reconnectPeriod: 0,
+      connectTimeout: 15_000,
+      keepalive: 60,
+      resubscribe: false,
+    };
+    const username = config.token || config.username;
+    if (username) opts.username = username;
+    if (config.password) opts.password = config.password;
+    try {
+      if (config.caFile) opts.ca = readFileSync(config.caFile);
+      if (config.certFile) opts.cert = readFileSync(config.certFile);
+      if (config.keyFile) opts.key = readFileSync(config.keyFile);
+    } catch (err) {
+      this.#lastError = `cannot read a TLS file: ${(err as Error).message}`;
+      log.error({ err }, 'upstream: cannot read a TLS file');
+      this.#scheduleReconnect();
+      return;
+    }
+    const client = mqtt.connect(config.url, opts);
+    this.#client = client;
+    client.on('connect', () => {
+      if (gen !== this.#gen) return;
+      this.#onConnected(client);
+    });
+    client.on('message', (topic, payload) => {
+      if (gen !== this.#gen) return;
+      try {
+        this.#onMessage(client, topic, payload);
+      } catch (err) {
+        log.warn({ err, topic }, 'upstream: downlink message failed');
+      }
+    });
+    client.on('error', (err) => {
+      if (gen !== this.#gen) return;
+      this.#lastError = err.message;
+    });
+    client.on('close', () => {
+      if (gen !== this.#gen) return;
+      this.#onClosed(client);
+    });
+  }
+
+  #onConnected(client: MqttClient): void {
+    const { log, bus, config } = this.#deps;
+    this.#connected = true;
+    this.#backoffAttempt = 0;
+    const now = this.#now();
+    this.#lastConnectedTs = now;
+    log.info({ url: config.url, backlog: this.outbox.backlog }, 'upstream connected');
+    bus.emit('upstream.connected', { url: config.url, ts: now });
+    client.subscribe(
+      ['v1/gateway/attributes', 'v1/gateway/rpc', 'v1/gateway/attributes/response'],
+      { qos: 1 },
+    );
+    client.subscribe(SESSION_LIMITS_RESPONSE, { qos: 1 });
+    client.publish(
+      SESSION_LIMITS_REQUEST,
+      JSON.stringify({ method: 'getSessionLimits', params: { timeout: 5000 } }),
+      { qos: 1 },
+    );
+    this.#announce(this.#localDevices());
+    this.#kick();
+  }
+
+  #onClosed(client: MqttClient): void {
+    const { log, bus, config } = this.#deps;
+    client.removeAllListeners('connect');
+    client.end(true);
+    const wasUp = this.#connected;
+    this.#connected = false;
+    this.#announced.clear();
+    this.#attrRequests.clear();
+    // Everything not acknowledged is read again, in order, on the next connection.
+    let lowest = this.#ahead[0]?.seq;
+    for (const f of this.#inFlight.values()) lowest = Math.min(lowest ?? f.first, f.first);
+    if (lowest !== undefined) this.#cursor = lowest - 1;
+    this.#ahead = [];
+    this.#inFlight.clear();
+    if (wasUp) {
+      log.warn({ url: config.url, error: this.#lastError }, 'upstream disconnected');
+      bus.emit('upstream.disconnected', {
+        url: config.url,
+        ts: this.#now(),
+        error: this.#lastError,
+      });
+    }
+    this.#scheduleReconnect();
+  }
+
+  /** Exponential backoff with jitter, 1 s to 60 s. */
+  #scheduleReconnect(): void {
+    if (this.#stopped) return;
+    const min = this.#deps.backoffMinMs ?? 1_000;
+    const base = Math.min(BACKOFF_MAX_MS, min * 2 ** this.#backoffAttempt);
+    this.#backoffAttempt = Math.min(this.#backoffAttempt + 1, 16);
+    const delay = base / 2 + Math.random() * (base / 2);
+    this.#reconnectTimer = setTimeout(() => this.#connect(), delay);
+  }
+
+  // ---- uplink --------------------------------------------------------------------------------
+
+  #kick(): void {
+    if (!this.#connected || this.#pumpScheduled) return;
+    this.#pumpScheduled = setImmediate(() => {
+      this.#pumpScheduled = undefined;
+      this.#pump();
+    });
+  }
+
+  /** Publishes while the window has room, the pace allows and rows wait. */
+  #pump(): void {
+    const client = this.#client;
+    if (!client || !this.#connected || this.#paceTimer) return;
+    while (this.#inFlight.size < this.#maxInFlight) {
+      const wait = this.#nextSendAt - performance.now();
+      if (wait > 0) {
+        this.#paceTimer = setTimeout(() => {
+          this.#paceTimer = undefined;
+          this.#pump();
+        }, wait);
+        return;
+      }
+      if (this.#ahead.length === 0) {
+        this.#ahead = this.outbox.read(this.#cursor, READ_AHEAD);
+        if (this.#ahead.length === 0) return;
+        this.#cursor = this.#ahead[this.#ahead.length - 1].seq;
+      }
+      // Rows of a deleted device cannot go up: dropped and counted.
+      const gone = this.#ahead.filter((r) => r.name === null);
+      if (gone.length > 0) {
+        this.outbox.dropRows(gone.map((r) => r.seq));
+        this.#ahead = this.#ahead.filter((r) => r.name !== null);
+        if (this.#ahead.length === 0) continue;
+      }
+      const pub = pack(this.#ahead, Math.floor(this.#maxPayload * 0.9));
+      this.#ahead = this.#ahead.slice(pub.rows.length);
+      this.#announce(pub.rows);
+      const flight: InFlight = {
+        rows: pub.rows,
+        first: pub.rows[0].seq,
+        last: pub.rows[pub.rows.length - 1].seq,
+        topic: pub.topic,
+        payload: pub.payload,
+        attempts: 0,
+      };
+      const id = this.#nextFlightId++;
+      this.#inFlight.set(id, flight);
+      this.#send(client, id, flight);
+      let gap = this.#msgRate > 0 ? 1000 / this.#msgRate : 0;
+      if (this.#pointRate > 0 && pub.points > 0)
+        gap = Math.max(gap, (1000 * pub.points) / this.#pointRate);
+      if (gap > 0) this.#nextSendAt = Math.max(this.#nextSendAt, performance.now()) + gap;
+    }
+  }
+
+  #send(client: MqttClient, id: number, flight: InFlight): void {
+    const gen = this.#gen;
+    flight.attempts++;
+    client.publish(flight.topic, flight.payload, { qos: 1 }, (err) => {
+      if (gen !== this.#gen || !this.#inFlight.has(id)) return;
+      if (!err) {
+        this.#inFlight.delete(id);
+        this.outbox.ack(flight.first, flight.last, flight.rows.length);
+        this.#kick();
+        return;
+      }
+      // A PUBACK with an error reason code (MQTT 5); a closed connection ends in #onClosed.
+      const code = (err as { code?: unknown }).code;
+      if (typeof code !== 'number' || !this.#connected) return;
+      this.#refused(client, id, flight, `PUBACK reason code ${code}: ${err.message}`);
+    });
+  }
+
+  #refused(client: MqttClient, id: number, flight: InFlight, reason: string): void {
+    if (flight.attempts < MAX_ATTEMPTS) {
+      this.#send(client, id, flight);
+      return;
+    }
+    this.#inFlight.delete(id);
+    this.#deps.log.warn(
+      { topic: flight.topic, messages: flight.rows.length, reason },
+      'upstream: the cloud refused a publish; its messages are set aside',
+    );
+    this.outbox.setAside(flight.rows, reason, this.#now());
+    this.#kick();
+  }
+
+  /** Local devices for the cloud to know on this connection (its profile name as `type`). */
+  #localDevices(id?: string): Array<{ name: string; type: string; rid: number }> {
+    const rows = this.#deps.db
+      .prepare(
+        `SELECT d.rid, d.name, p.name AS type FROM device d
+           JOIN device_profile p ON p.id = d.device_profile_id
+          WHERE ? IS NULL OR d.id = ? ORDER BY d.rid LIMIT ?`,
+      )
+      .all(id ?? null, id ?? null, MAX_ANNOUNCED) as Array<{
+      rid: number;
+      name: string;
+      type: string;
+    }>;
+    return rows.filter((r) => !this.#optOut.has(r.rid));
+  }
+
+  /**
+   * `v1/gateway/connect` for devices not yet announced on this connection, each followed by a
+   * request of its shared attributes, so that settings made in the cloud while the link was
+   * down reach the device.
+   */
+  #announce(devices: ReadonlyArray<{ name: string | null; type: string | null }>): void {
+    for (const d of devices) {
+      if (d.name === null || this.#announced.has(d.name)) continue;
+      this.#announced.add(d.name);
+      this.#publishControl('v1/gateway/connect', { device: d.name, type: d.type ?? 'default' });
+      this.#requestSharedAttributes(d.name);
+    }
+  }
+
+  #requestSharedAttributes(name: string): void {
+    const device = this.#deps.devices.byName(name);
+    if (!device) return;
+    const keys = this.#deps.attributes.get(device.id, 'SHARED_SCOPE').map((kv) => kv.key);
+    if (keys.length === 0) return;
+    const id = this.#nextRequestId++;
+    if (this.#attrRequests.size >= MAX_ANNOUNCED) this.#attrRequests.clear();
+    this.#attrRequests.set(id, { device: name, keys });
+    this.#publishControl('v1/gateway/attributes/request', {
+      id,
+      device: name,
+      client: false,
+      keys,
+    });
+  }
+
+  /** A publish that is not in the outbox (connect, attribute request, RPC reply): QoS 1. */
+  #publishControl(topic: string, body: unknown): void {
+    const client = this.#client;
+    if (!client || !this.#connected) return;
+    client.publish(topic, JSON.stringify(body), { qos: 1 }, (err) => {
+      if (err && this.#connected) this.#deps.log.warn({ err, topic }, 'upstream: publish failed');
+    });
+  }
+
+  // ---- downlink ------------------------------------------------------------------------------
+
+  #onMessage(client: MqttClient, topic: string, payload: Buffer): void {
+    const body = JSON.parse(payload.toString('utf8')) as Record<string, unknown>;
+    if (topic === SESSION_LIMITS_RESPONSE) {
+      this.#applyLimits(body);
+      return;
+    }
+    const name = typeof body.device === 'string' ? body.device : undefined;
+    const device = name === undefined ? undefined : this.#deps.devices.byName(name);
+    if (topic === 'v1/gateway/attributes') {
+      if (!device) return;
+      const data = body.data as Record<string, unknown> | undefined;
+      if (!data || typeof data !== 'object') return;
+      if (Array.isArray(data.deleted)) {
+        const keys = data.deleted.filter((k): k is string => typeof k === 'string');
+        void this.#deps.attributes.delete(device.id, 'SHARED_SCOPE', keys, CLOUD);
+      } else {
+        void this.#deps.attributes.save(device.id, 'SHARED_SCOPE', data, CLOUD);
+      }
+    } else if (topic === 'v1/gateway/attributes/response') {
+      const req = typeof body.id === 'number' ? this.#attrRequests.get(body.id) : undefined;
+      if (!req || !device) return;
+      this.#attrRequests.delete(body.id as number);
+      let values: Record<string, unknown> | undefined;
+      if (body.values && typeof body.values === 'object') {
+        values = body.values as Record<string, unknown>;
+      } else if ('value' in body && req.keys.length === 1) {
+        values = { [req.keys[0]]: body.value };
+      }
+      if (values && Object.keys(values).length > 0) {
+        void this.#deps.attributes.save(device.id, 'SHARED_SCOPE', values, CLOUD);
+      }
+    } else if (topic === 'v1/gateway/rpc') {
+      const data = body.data as { id?: unknown; method?: unknown; params?: unknown } | undefined;
+      if (!name || !data || typeof data.id !== 'number' || typeof data.method !== 'string') return;
+      void this.#rpc(client, name, device, data.id, data.method, data.params);
+    }
+  }
+
+  /** A cloud RPC to a local device over whatever transport it uses; the outcome goes back. */
+  async #rpc(
+    client: MqttClient,
+    name: string,
+    device: DeviceIdentity | undefined,
+    id: number,
+    method: unknown,
+    params: unknown,
+  ): Promise<void> {
+    let data: unknown;
+    try {
+      if (!device) throw new Error(`Device ${name} is not found`);
+      const result = await this.#deps.rpc.call(
+        device.id,
+        { method, params: params ?? null },
+        false,
+      );
+      if (result.kind === 'reply') {
+        try {
+          data = JSON.parse(result.body);
+        } catch {
+          data = result.body;
+        }
+      } else if (result.kind === 'timeout' || result.kind === 'expired') {
+        data = { error: `RPC ${result.kind === 'timeout' ? 'timed out' : 'expired'}` };
+      } else {
+        data = { error: `RPC not delivered: ${result.kind}` };
+      }
+    } catch (err) {
+      data = { error: (err as Error).message };
+    }
+    if (client !== this.#client) return;
+    this.#publishControl('v1/gateway/rpc', { device: name, id, data });
+  }
+
+  /**
+   * `getSessionLimits` (device-api.md §4): the window, payload size and pace are lowered to
+   * what the cloud allows. Which of `rateLimits`/`gatewayRateLimits` applies to the gateway is
+   * unsettled, so the stricter of both paces it.
+   */
+  #applyLimits(body: Record<string, unknown>): void {
+    const { config, log } = this.#deps;
+    if (typeof body.maxInflightMessages === 'number' && body.maxInflightMessages > 0) {
+      this.#maxInFlight = Math.min(config.maxInFlight, body.maxInflightMessages);
+    }
+    if (typeof body.maxPayloadSize === 'number' && body.maxPayloadSize > 0) {
+      this.#maxPayload = Math.min(config.maxPayloadBytes, body.maxPayloadSize);
+    }
+    const groups = [body.rateLimits, body.gatewayRateLimits].filter(
+      (g): g is Record<string, unknown> => g !== null && typeof g === 'object',
+    );
+    const rateOf = (key: string): number => {
+      let rate = 0;
+      for (const g of groups) {
+        const r = limitRate(g[key]);
+        if (r > 0 && (rate === 0 || r < rate)) rate = r;
+      }
+      return rate;
+    };
+    if (config.maxMessagesPerSec === 0) {
+      const messages = [rateOf('messages'), rateOf('telemetryMessages')].filter((r) => r > 0);
+      this.#msgRate = messages.length > 0 ? Math.min(...messages) : 0;
+    }
+    this.#pointRate = rateOf('telemetryDataPoints');
+    log.info(
+      {
+        maxInFlight: this.#maxInFlight,
+        maxPayload: this.#maxPayload,
+        msgRate: this.#msgRate,
+        pointRate: this.#pointRate,
+      },
+      'upstream: cloud session limits applied',
+    );
+  }
+
+  #now(): number {
+    return this.#deps.now?.() ?? Date.now();
+  }
+}
+
+const TELEMETRY = 'POST_TELEMETRY_REQUEST';
+const ATTRIBUTES = 'POST_ATTRIBUTES_REQUEST';
+
+/**
+ * ThingsBoard's rate limit text (`"20:1,600:60"`: 20 per second, 600 per minute) as the steady
+ * rate that respects every window, with 10 % margin; 0 when none.
+ */
+export function limitRate(text: unknown): number {
+  if (typeof text !== 'string' || text.trim() === '') return 0;
+  let rate = 0;
+  for (const part of text.split(',')) {
+    const [n, s] = part.split(':').map(Number);
+    if (!(n > 0 && s > 0)) continue;
+    const r = (0.9 * n) / s;
+    if (rate === 0 || r < rate) rate = r;
+  }
+  return rate;
+}
