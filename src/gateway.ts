@@ -467,7 +467,8 @@ export class Gateway implements AsyncDisposable {
       uptimeMs: this.#startedAt ? Date.now() - this.#startedAt : 0,
       db: db && (db.ok ? { status: 'UP' } : { status: 'DOWN', error: db.error }),
       messages: this.#services?.messages.stats(),
-      upstream: this.#services?.upstream.status(),
+      // The outbox is read from the database: only while it is open.
+      upstream: ready ? this.#services?.upstream.status() : undefined,
     };
   }
 
