@@ -82,8 +82,13 @@ const OWNER = 'upstream';
 /** The server attribute of a device that keeps it local (`false`). */
 export const OPT_OUT_KEY = 'upstreamEnabled';
 const READ_AHEAD = 2_000;
-/** A publish the cloud refuses this often is set aside (MQTT 5 PUBACK error, or no PUBACK). */
+/**
+ * A message the cloud refuses this often on its own is set aside. A publish of several messages
+ * that fails twice is sent again one message per publish, to find the one refused.
+ */
 const MAX_ATTEMPTS = 3;
+/** Failed publishes remembered (by their first and last seq). */
+const MAX_FAILURES = 10_000;
 const BACKOFF_MAX_MS = 60_000;
 /** Devices announced with `v1/gateway/connect` when the link comes up. */
 const MAX_ANNOUNCED = 10_000;
@@ -101,7 +106,6 @@ interface InFlight {
   readonly last: number;
   readonly topic: string;
   readonly payload: string;
-  attempts: number;
 }
 
 /**
@@ -139,6 +143,10 @@ export class UpstreamService {
   #cursor = 0;
   #ahead: OutboxRow[] = [];
   readonly #inFlight = new Map<number, InFlight>();
+  /** Failures of a publish (`first-last` seq) without its PUBACK: refused, or connection cut. */
+  readonly #failures = new Map<string, number>();
+  /** Rows up to this seq go one per publish, one at a time (a refused one is among them). */
+  #isolateUntil = 0;
   #nextFlightId = 1;
   /** Devices announced (`v1/gateway/connect`) on this connection. */
   readonly #announced = new Set<string>();
@@ -398,6 +406,14 @@ export class UpstreamService {
     client.end(true);
     const wasUp = this.#connected;
     this.#connected = false;
+    // The cloud closes the connection on a message it cannot process (MQTT 3.1.1): the oldest
+    // publish without its PUBACK holds it.
+    let oldest: InFlight | undefined;
+    for (const f of this.#inFlight.values()) if (!oldest || f.first < oldest.first) oldest = f;
+    if (oldest) {
+      const why = `the cloud closed the connection before its PUBACK (${this.#lastError ?? 'no reason given'})`;
+      this.#failed(oldest, why, false);
+    }
     this.#announced.clear();
     this.#attrRequests.clear();
     // Everything not acknowledged is read again, in order, on the next connection.
@@ -462,7 +478,12 @@ export class UpstreamService {
         this.#ahead = this.#ahead.filter((r) => r.name !== null);
         if (this.#ahead.length === 0) continue;
       }
-      const pub = pack(this.#ahead, Math.floor(this.#maxPayload * 0.9));
+      const isolate = this.#ahead[0].seq <= this.#isolateUntil;
+      if (isolate && this.#inFlight.size > 0) return;
+      const pub = pack(
+        isolate ? this.#ahead.slice(0, 1) : this.#ahead,
+        Math.floor(this.#maxPayload * 0.9),
+      );
       this.#ahead = this.#ahead.slice(pub.rows.length);
       this.#announce(pub.rows);
       const flight: InFlight = {
@@ -471,7 +492,6 @@ export class UpstreamService {
         last: pub.rows[pub.rows.length - 1].seq,
         topic: pub.topic,
         payload: pub.payload,
-        attempts: 0,
       };
       const id = this.#nextFlightId++;
       this.#inFlight.set(id, flight);
@@ -485,11 +505,11 @@ export class UpstreamService {
 
   #send(client: MqttClient, id: number, flight: InFlight): void {
     const gen = this.#gen;
-    flight.attempts++;
     client.publish(flight.topic, flight.payload, { qos: 1 }, (err) => {
       if (gen !== this.#gen || !this.#inFlight.has(id)) return;
       if (!err) {
         this.#inFlight.delete(id);
+        this.#failures.delete(`${flight.first}-${flight.last}`);
         this.outbox.ack(flight.first, flight.last, flight.rows.length);
         this.#kick();
         return;
@@ -497,22 +517,34 @@ export class UpstreamService {
       // A PUBACK with an error reason code (MQTT 5); a closed connection ends in #onClosed.
       const code = (err as { code?: unknown }).code;
       if (typeof code !== 'number' || !this.#connected) return;
-      this.#refused(client, id, flight, `PUBACK reason code ${code}: ${err.message}`);
+      this.#inFlight.delete(id);
+      this.#failed(flight, `PUBACK reason code ${code}: ${err.message}`, true);
+      this.#kick();
     });
   }
 
-  #refused(client: MqttClient, id: number, flight: InFlight, reason: string): void {
-    if (flight.attempts < MAX_ATTEMPTS) {
-      this.#send(client, id, flight);
+  /**
+   * A publish went without its PUBACK. Sent again (after the publishes already in flight, when
+   * the connection stays); the second failure of several messages isolates them, one per
+   * publish; a message refused `MAX_ATTEMPTS` times on its own is set aside with the reason.
+   */
+  #failed(flight: InFlight, reason: string, retryNow: boolean): void {
+    const key = `${flight.first}-${flight.last}`;
+    const n = (this.#failures.get(key) ?? 0) + 1;
+    if (this.#failures.size >= MAX_FAILURES) this.#failures.clear();
+    this.#failures.set(key, n);
+    this.#lastError = reason;
+    if (flight.rows.length === 1 && n >= MAX_ATTEMPTS) {
+      this.#failures.delete(key);
+      this.#deps.log.warn(
+        { topic: flight.topic, device: flight.rows[0].name, reason },
+        'upstream: the cloud refused a message; it is set aside',
+      );
+      this.outbox.setAside(flight.rows, reason, this.#now());
       return;
     }
-    this.#inFlight.delete(id);
-    this.#deps.log.warn(
-      { topic: flight.topic, messages: flight.rows.length, reason },
-      'upstream: the cloud refused a publish; its messages are set aside',
-    );
-    this.outbox.setAside(flight.rows, reason, this.#now());
-    this.#kick();
+    if (n >= 2) this.#isolateUntil = Math.max(this.#isolateUntil, flight.last);
+    if (retryNow) this.#ahead = [...flight.rows, ...this.#ahead];
   }
 
   /** Local devices for the cloud to know on this connection (its profile name as `type`). */

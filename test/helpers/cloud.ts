@@ -14,6 +14,11 @@ export interface CloudOptions {
   readonly sessionLimits?: Record<string, unknown>;
   /** Answers `v1/gateway/attributes/request` (default: no answer). */
   readonly attributes?: (req: { id: number; device: string; keys: string[] }) => unknown;
+  /**
+   * Publishes of the gateway the cloud refuses: MQTT 5 gets PUBACK 0x87, MQTT 3.1.1 a closed
+   * connection (Aedes' answers to a refused publish).
+   */
+  readonly refuse?: (topic: string, payload: string) => boolean;
   /** Port to listen on (a restarted cloud takes the port of the one it replaces). */
   readonly port?: number;
 }
@@ -54,6 +59,10 @@ export class FakeCloud {
           this.gatewayClient = client;
         }
         done(ok ? null : Object.assign(new Error('bad token'), { returnCode: 4 }), ok);
+      },
+      authorizePublish: (_client, packet, done) => {
+        const refused = this.opts.refuse?.(packet.topic, packet.payload.toString()) === true;
+        done(refused ? new Error('refused by the cloud') : null);
       },
       authorizeForward: (_client, packet) =>
         this.#downlink.has(packet.payload as Buffer) ? packet : undefined,
