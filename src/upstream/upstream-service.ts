@@ -2,15 +2,14 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
-import type { AttributeService } from '../attributes/attribute-service.js';
-import type { TypedAttributeKv } from '../attributes/types.js';
+import type { AttributeService, ClientAttributesItem } from '../attributes/attribute-service.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/open.js';
 import type { DeviceIdentity } from '../devices/device-service.js';
 import type { EventBus } from '../events.js';
 import type { GatewayMsg } from '../messages/types.js';
 import type { RpcService } from '../rpc/rpc-service.js';
-import type { TsEntry } from '../telemetry/telemetry-parser.js';
+import type { CommittedItem } from '../telemetry/telemetry-writer.js';
 import { KIND, Outbox, type OutboxEntry, type OutboxRow } from './outbox.js';
 import { attributesJson, pack, telemetryFromMsg, telemetryJson } from './payload.js';
 
@@ -45,27 +44,12 @@ export interface UpstreamStatus {
 }
 
 /**
- * The part of a commit that the outbox takes: `write` runs inside the commit's transaction
- * before the data is written, `settled` after it (committed or rolled back).
+ * The part of a commit that the outbox takes: `write` runs inside the commit's transaction,
+ * `settled` after it (committed or rolled back).
  */
 export interface CommitHook<T> {
   write(items: readonly T[]): void;
   settled(ok: boolean): void;
-}
-
-/** A committed telemetry payload of one device (the telemetry writer's item). */
-export interface TelemetryItem {
-  readonly rid: number;
-  readonly deviceId: string;
-  readonly points: readonly TsEntry[];
-}
-
-/** Client attributes of one device saved in one commit. */
-export interface AttributesItem {
-  readonly rid: number;
-  readonly deviceId: string;
-  readonly values: readonly TypedAttributeKv[];
-  readonly ts: number;
 }
 
 /** A hook that forwards to one made later (the service is built after the services it hooks). */
@@ -238,42 +222,38 @@ export class UpstreamService {
   }
 
   /** Device telemetry committed by the telemetry writer: queued in the same transaction. */
-  readonly telemetryHook: CommitHook<TelemetryItem> = {
-    write: (items) => {
-      if (!this.#enabled) return;
-      const entries: OutboxEntry[] = [];
-      for (const item of items) {
-        if (item.points.length === 0 || !this.#wants(item.rid, item.deviceId, TELEMETRY)) continue;
-        entries.push({
-          rid: item.rid,
-          kind: KIND.telemetry,
-          ts: item.points[0].ts,
-          data: telemetryJson(item.points),
-        });
-      }
-      this.outbox.add(entries);
-    },
-    settled: (ok) => this.#settled(ok),
-  };
+  readonly telemetryHook: CommitHook<CommittedItem> = this.#hook(TELEMETRY, (item) =>
+    item.points.length === 0
+      ? undefined
+      : { kind: KIND.telemetry, ts: item.points[0].ts, data: telemetryJson(item.points) },
+  );
 
   /** Client attributes a device posted: queued in the same transaction as their save. */
-  readonly attributesHook: CommitHook<AttributesItem> = {
-    write: (items) => {
-      if (!this.#enabled) return;
-      const entries: OutboxEntry[] = [];
-      for (const item of items) {
-        if (item.values.length === 0 || !this.#wants(item.rid, item.deviceId, ATTRIBUTES)) continue;
-        entries.push({
-          rid: item.rid,
-          kind: KIND.attributes,
-          ts: item.ts,
-          data: attributesJson(item.values),
-        });
-      }
-      this.outbox.add(entries);
-    },
-    settled: (ok) => this.#settled(ok),
-  };
+  readonly attributesHook: CommitHook<ClientAttributesItem> = this.#hook(ATTRIBUTES, (item) =>
+    item.values.length === 0
+      ? undefined
+      : { kind: KIND.attributes, ts: item.ts, data: attributesJson(item.values) },
+  );
+
+  /** A commit hook queuing the items whose device's chain pushes `msgType`. */
+  #hook<T extends { readonly rid: number; readonly deviceId: string }>(
+    msgType: string,
+    entry: (item: T) => Omit<OutboxEntry, 'rid'> | undefined,
+  ): CommitHook<T> {
+    return {
+      write: (items) => {
+        if (!this.#enabled) return;
+        const entries: OutboxEntry[] = [];
+        for (const item of items) {
+          if (!this.#wants(item.rid, item.deviceId, msgType)) continue;
+          const e = entry(item);
+          if (e) entries.push({ rid: item.rid, ...e });
+        }
+        this.outbox.add(entries);
+      },
+      settled: (ok) => this.#settled(ok),
+    };
+  }
 
   /**
    * The push-to-cloud node: a committed device uplink that the commit already queued passes on;
