@@ -1,0 +1,224 @@
+/**
+ * Upstream sync (issue 16): the gateway bundle as its own process, an Aedes broker in this
+ * process as the cloud, MQTT devices publishing 3-key telemetry (QoS 1). Measures
+ * 1. disk: the outbox's bytes per queued message (dbstat pages of `upstream_outbox` / rows),
+ *    after `--backlog` messages queued while the cloud is down;
+ * 2. drain: the cloud comes up; time until that backlog is gone while local ingest goes on at
+ *    `--ingest-rate` msg/s (target ≥ 5,000 msg/s drained);
+ * 3. CPU: two gateways, upstream off and on (cloud up), alternately `--rounds` times for
+ *    `--seconds` each at `--rate` msg/s; CPU seconds of the gateway process per message
+ *    (target ≤ +10 %), so that a machine that cannot reach the rate still compares alike.
+ * Usage: npm run bench:upstream [-- --backlog 100000 --rate 5000 --seconds 10 --rounds 2]
+ */
+
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import mqtt, { type MqttClient } from 'mqtt';
+import { FakeCloud } from '../../test/helpers/cloud.js';
+import {
+  adminToken,
+  type BenchGateway,
+  buildBundle,
+  cpuSeconds,
+  createDevices,
+  loadAverage,
+  startGatewayProcess,
+} from './support.js';
+
+const { values } = parseArgs({
+  options: {
+    backlog: { type: 'string', default: '100000' },
+    devices: { type: 'string', default: '50' },
+    'ingest-rate': { type: 'string', default: '1000' },
+    rate: { type: 'string', default: '5000' },
+    seconds: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '2' },
+    'no-build': { type: 'boolean', default: false },
+  },
+});
+const BACKLOG = Number(values.backlog);
+const DEVICES = Number(values.devices);
+const INGEST_RATE = Number(values['ingest-rate']);
+const RATE = Number(values.rate);
+const SECONDS = Number(values.seconds);
+const ROUNDS = Number(values.rounds);
+const TOKEN = 'bench-upstream-token';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Load {
+  clients: MqttClient[];
+  sent: number;
+}
+
+async function connectDevices(port: number, tokens: readonly string[]): Promise<Load> {
+  const clients = await Promise.all(
+    tokens.map(
+      (token, i) =>
+        new Promise<MqttClient>((resolve, reject) => {
+          const c = mqtt.connect({
+            host: '127.0.0.1',
+            port,
+            username: token,
+            clientId: `bench-up-${i}`,
+            reconnectPeriod: 0,
+          });
+          c.once('connect', () => resolve(c));
+          c.once('error', reject);
+        }),
+    ),
+  );
+  return { clients, sent: 0 };
+}
+
+/** Publishes `total` messages (or for `ms`) at `rate` msg/s spread over the devices, QoS 1. */
+async function publish(load: Load, rate: number, opts: { total?: number; ms?: number }) {
+  const started = performance.now();
+  const tickMs = 10;
+  let due = 0;
+  const pending: Array<Promise<unknown>> = [];
+  let i = 0;
+  for (;;) {
+    const elapsed = performance.now() - started;
+    if (opts.ms !== undefined && elapsed >= opts.ms) break;
+    if (opts.total !== undefined && i >= opts.total) break;
+    due = Math.floor((elapsed / 1000) * rate) + 1;
+    while (i < due && (opts.total === undefined || i < opts.total)) {
+      const c = load.clients[i % load.clients.length];
+      const v = (20 + (i % 100) / 10).toFixed(1);
+      pending.push(
+        c.publishAsync('v1/devices/me/telemetry', `{"temperature":${v},"humidity":55,"ok":true}`, {
+          qos: 1,
+        }),
+      );
+      i++;
+    }
+    if (pending.length > 2000) await Promise.all(pending.splice(0));
+    await sleep(tickMs);
+  }
+  await Promise.all(pending);
+  load.sent += i;
+  return { sent: i, seconds: (performance.now() - started) / 1000 };
+}
+
+async function status(baseUrl: string, token: string) {
+  const res = await fetch(`${baseUrl}/api/upstream/status`, {
+    headers: { 'X-Authorization': `Bearer ${token}` },
+  });
+  return (await res.json()) as { backlog: number; connected: boolean; sentTotal: number };
+}
+
+async function gateway(cloud: FakeCloud | undefined): Promise<BenchGateway> {
+  return await startGatewayProcess(
+    [],
+    cloud ? { EDGE_UPSTREAM_URL: cloud.url, EDGE_UPSTREAM_TOKEN: TOKEN } : {},
+  );
+}
+
+if (!values['no-build']) buildBundle();
+console.log(`upstream bench, load average ${loadAverage()}`);
+
+// 1 and 2: backlog while the cloud is down, then the drain.
+{
+  const cloud = new FakeCloud({ token: TOKEN });
+  await cloud.start();
+  await cloud.stop(); // its port is known; nothing listens until start()
+  const gw = await gateway(cloud);
+  try {
+    const tokens = await createDevices(gw.baseUrl, 'up', DEVICES);
+    const admin = await adminToken(gw.baseUrl);
+    const load = await connectDevices(gw.proc.ports.mqtt, tokens);
+    const fill = await publish(load, 1e9, { total: BACKLOG });
+    const s0 = await status(gw.baseUrl, admin);
+    const db = new Database(join(gw.dataDir, 'edge-gateway.db'), { readonly: true });
+    const { bytes, rows } = db
+      .prepare(
+        `SELECT (SELECT sum(pgsize) FROM dbstat WHERE name = 'upstream_outbox') AS bytes,
+                (SELECT count(*) FROM upstream_outbox) AS rows`,
+      )
+      .get() as { bytes: number; rows: number };
+    const payload = db.prepare('SELECT avg(length(data)) AS n FROM upstream_outbox').get() as {
+      n: number;
+    };
+    db.close();
+    console.log(
+      `disk: ${rows} messages queued (${fill.sent} sent in ${fill.seconds.toFixed(1)} s, backlog ${s0.backlog}): ` +
+        `${(bytes / rows).toFixed(1)} B per message in the outbox table (JSON data ${payload.n.toFixed(1)} B)`,
+    );
+    await cloud.start();
+    const t0 = performance.now();
+    let ingest = { sent: 0, seconds: 0 };
+    let done = false;
+    const ingesting = (async () => {
+      while (!done) {
+        const r = await publish(load, INGEST_RATE, { ms: 1000 });
+        ingest = { sent: ingest.sent + r.sent, seconds: ingest.seconds + r.seconds };
+      }
+    })();
+    let s = await status(gw.baseUrl, admin);
+    while (s.backlog > INGEST_RATE) {
+      await sleep(100);
+      s = await status(gw.baseUrl, admin);
+    }
+    const drainSeconds = (performance.now() - t0) / 1000;
+    done = true;
+    await ingesting;
+    const drained = s0.backlog + ingest.sent - s.backlog;
+    console.log(
+      `drain: ${drained} messages in ${drainSeconds.toFixed(2)} s = ${Math.round(drained / drainSeconds)} msg/s ` +
+        `(local ingest ${Math.round(ingest.sent / ingest.seconds)} msg/s meanwhile; ${cloud.messages.length} publishes to the cloud)`,
+    );
+    await Promise.all(load.clients.map((c) => c.endAsync()));
+  } finally {
+    await gw.close();
+    await cloud.stop();
+  }
+}
+
+// 3: CPU of local ingest at RATE msg/s, upstream off vs on, alternately.
+{
+  const cloud = new FakeCloud({ token: TOKEN });
+  await cloud.start();
+  const off = await gateway(undefined);
+  const on = await gateway(cloud);
+  try {
+    const loads = new Map<BenchGateway, Load>();
+    for (const gw of [off, on]) {
+      const tokens = await createDevices(gw.baseUrl, 'cpu', DEVICES);
+      loads.set(gw, await connectDevices(gw.proc.ports.mqtt, tokens));
+    }
+    const cpu = { off: [] as number[], on: [] as number[] };
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const [name, gw] of [
+        ['off', off],
+        ['on', on],
+      ] as const) {
+        const load = loads.get(gw) as Load;
+        const c0 = await cpuSeconds(gw.pid);
+        const res = await publish(load, RATE, { ms: SECONDS * 1000 });
+        await sleep(500);
+        const c1 = await cpuSeconds(gw.pid);
+        // Per message: a loaded machine may not reach the rate, and not alike in both rounds.
+        cpu[name].push(((c1 - c0) * 1e6) / res.sent);
+        console.log(
+          `cpu round ${r + 1} upstream ${name}: ${Math.round(res.sent / res.seconds)} msg/s, ` +
+            `${(c1 - c0).toFixed(2)} CPU s in ${res.seconds.toFixed(1)} s = ${(((c1 - c0) * 1e6) / res.sent).toFixed(1)} µs per message`,
+        );
+      }
+    }
+    const admin = await adminToken(on.baseUrl);
+    const s = await status(on.baseUrl, admin);
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    console.log(
+      `cpu: upstream off ${mean(cpu.off).toFixed(1)} µs, on ${mean(cpu.on).toFixed(1)} µs per message: ` +
+        `${(((mean(cpu.on) - mean(cpu.off)) / mean(cpu.off)) * 100).toFixed(1)} % more (target ≤ 10 %); ` +
+        `upstream sent ${s.sentTotal}, backlog ${s.backlog}; load average ${loadAverage()}`,
+    );
+    for (const load of loads.values()) await Promise.all(load.clients.map((c) => c.endAsync()));
+  } finally {
+    await off.close();
+    await on.close();
+    await cloud.stop();
+  }
+}
