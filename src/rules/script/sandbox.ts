@@ -29,6 +29,14 @@ export interface ScriptLimits {
 
 export const DEFAULT_SCRIPT_LIMITS: ScriptLimits = { timeoutMs: 500, memoryBytes: 8 * 1024 * 1024 };
 
+/**
+ * Wall time a compile may take. A compile runs no script code, only the wrapper that defines
+ * the function, so it is not held to the call limit: on a starved machine (or arm64 under
+ * qemu) compiling the default root chain's script took over 500 ms and the gateway did not
+ * start. It still has a bound, for a body that closes its function and runs code at top level.
+ */
+export const COMPILE_TIMEOUT_MS = 5_000;
+
 /** A script that does not compile; `line` is 1-based within the script body. */
 export class ScriptCompileError extends Error {
   override name = 'ScriptCompileError';
@@ -106,7 +114,7 @@ export class CompiledScript {
     runtime.setMaxStackSize(256 * 1024);
     runtime.setInterruptHandler(() => this.#deadline !== 0 && Date.now() > this.#deadline);
     const context = runtime.newContext();
-    this.#deadline = Date.now() + this.limits.timeoutMs;
+    this.#deadline = Date.now() + Math.max(this.limits.timeoutMs, COMPILE_TIMEOUT_MS);
     const result = context.evalCode(wrap(this.body, this.argNames), 'script.js');
     this.#deadline = 0;
     if (result.error) {
