@@ -912,7 +912,7 @@ async function buildServices(
     bus,
     log: loggers.alarms,
     inTransaction: (event) => notifications.service.onAlarm(event),
-    now: overrides.now,
+    now: overrides.now ?? clock.now,
     device: (id) => devices.owner(id),
     user: (id) => {
       const row = users.row(id);
@@ -933,7 +933,7 @@ async function buildServices(
     telemetry,
     owners: ownerAttributes,
     tenantId: () => tenants.id,
-    now: overrides.now,
+    now: overrides.now ?? clock.now,
     checkIntervalMs: overrides.alarmCheckIntervalMs,
   });
   alarmEngine.start();
@@ -942,7 +942,7 @@ async function buildServices(
     log: loggers.alarms,
     maxAgeMs: config.alarms.retentionDays * 86_400_000,
     maxCount: config.alarms.maxCount,
-    now: overrides.now,
+    now: overrides.now ?? clock.now,
   });
   alarmRetention.start();
   const rules = await createRules({

@@ -1,12 +1,20 @@
 /**
  * Fault drill (issue 20): the wall clock jumps back an hour and forward a day, as on a Pi
  * without a real-time clock before and after NTP. Server timestamps stay ordered and timers
- * (long polls) still fire on time.
+ * (long polls, RPC timeouts, DURATION alarm rules) still fire on time.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ServerClock } from '../src/common/clock.js';
-import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
+import {
+  alarmsOf,
+  createProfile,
+  createProfiledDevice,
+  latest,
+  numeric,
+  rule,
+} from './helpers/alarms.js';
+import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -107,5 +115,42 @@ describe('fault drill: the clock jumps back an hour and forward a day', () => {
     assert.equal(res.status, 504);
     const took = performance.now() - started;
     assert.ok(took >= 4000 && took < 60_000, `took ${took} ms`);
+  });
+
+  it('a DURATION alarm rule fires on time after the clock jumps forward a day and back again', async () => {
+    offset = 0;
+    const profileId = await createProfile(t, 'Clock oven', [
+      {
+        id: 'hot',
+        alarmType: 'Hot for 2 seconds',
+        createRules: {
+          MAJOR: rule([numeric('temperature', 'GREATER', 50)], {
+            type: 'DURATION',
+            unit: 'SECONDS',
+            predicate: { defaultValue: 2, userValue: null, dynamicValue: null },
+          }),
+        },
+        clearRule: null,
+      },
+    ]);
+    const oven = await createProfiledDevice(t, 'clock-oven', profileId);
+    // The reading is stamped with server time a day ahead; then the wall clock goes back 25
+    // hours. No further reading: only the engine's timer can raise the alarm, on server time.
+    offset = DAY;
+    const res = await t.api(`/api/v1/${oven.token}/telemetry`, { body: { temperature: 60 } });
+    assert.equal(res.status, 200);
+    await waitFor(async () => (await latest(t, oven.id, 'temperature')) === 60);
+    offset = -HOUR;
+    const started = performance.now();
+    const [alarm] = await waitFor(
+      async () => {
+        const list = await alarmsOf(t, oven.id);
+        return list.length ? list : undefined;
+      },
+      30_000,
+      'the DURATION alarm',
+    );
+    assert.equal(alarm.type, 'Hot for 2 seconds');
+    assert.ok(performance.now() - started < 60_000);
   });
 });
