@@ -24,7 +24,6 @@ const HIGH_TEMP = {
       [numeric('temperature', 'GREATER', 30)],
       { type: 'SIMPLE' },
       {
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard's alarmDetails template
         alarmDetails: 'Temperature is ${temperature}',
       },
     ),

@@ -61,7 +61,6 @@ function thermostats(title = 'Thermostats'): Record<string, unknown> {
           root: true,
           layouts: { main: { widgets: { [WIDGET_ID]: { sizeX: 12, sizeY: 6, row: 0, col: 0 } } } },
         },
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard state name template
         details: { name: '${entityName}', root: false, layouts: { main: { widgets: {} } } },
       },
       entityAliases: {

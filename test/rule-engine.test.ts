@@ -192,7 +192,6 @@ describe('rule engine', () => {
               {
                 restEndpointUrlPattern: `http://127.0.0.1:${port}/convert/\${deviceName}/$[temperature]`,
                 requestMethod: 'POST',
-                // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard template syntax
                 headers: { 'Content-Type': 'application/json', 'X-Device': '${deviceName}' },
                 readTimeoutMs: 5000,
                 credentials: { type: 'basic', username: 'plant', password: 's3cret' },
@@ -385,11 +384,8 @@ describe('rule engine', () => {
               'To email',
               {
                 fromTemplate: 'gateway@plant.local',
-                // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard template syntax
                 toTemplate: '${userEmail}',
-                // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard template syntax
                 subjectTemplate: 'Alarm ${alarmType} on ${deviceName}',
-                // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard template syntax
                 bodyTemplate: 'Temperature is $[temperature] on ${deviceName}',
                 mailBodyType: 'false',
               },

@@ -360,7 +360,6 @@ describe('alarm rule schema', () => {
 
   it('checks a rule on its own (for the alarm engine) including dashboardId', () => {
     const r = rule({
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard alarm details template
       alarmDetails: 'T=${temperature}',
       dashboardId: { entityType: 'DASHBOARD', id: '5b7f1d3a-1111-4c3b-8a5e-0c1d2e3f4a5b' },
     });

@@ -64,7 +64,6 @@ function dataPath(data: unknown, path: string): unknown {
  */
 export function processPattern(pattern: string, msg: GatewayMsg): string {
   if (!pattern.includes('${') && !pattern.includes('$[')) return pattern;
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard template syntax
   let out = pattern.replaceAll('${*}', () => JSON.stringify(msg.metadata));
   out = out.replace(/\$\{([^}]+)\}/g, (whole, key: string) => {
     const v = msg.metadata[key];

@@ -146,7 +146,6 @@ export function highTempAlarm(): Record<string, unknown> {
           },
         },
         schedule: null,
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard alarm details template
         alarmDetails: 'Temperature is ${temperature}',
       },
       MAJOR: {

@@ -142,13 +142,10 @@ export const toEmail: NodeSpec = {
   type: `${PREFIX}mail.TbMsgToEmailNode`,
   defaults: {
     fromTemplate: 'info@testmail.org',
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard template syntax
     toTemplate: '${userEmail}',
     ccTemplate: null,
     bccTemplate: null,
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard template syntax
     subjectTemplate: 'Device ${deviceType} temperature high',
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: ThingsBoard template syntax
     bodyTemplate: 'Device ${deviceName} has high temperature $[temperature]',
     mailBodyType: 'false',
     isHtmlTemplate: null,
