@@ -632,6 +632,56 @@ export class Gateway implements AsyncDisposable {
       },
     });
     m.gauge({
+      name: 'edge_notifications',
+      help: "Notifications: deliveries waiting in the outbox, entries in the users' inboxes (now)",
+      labelNames: ['state'],
+      collect: () => {
+        const n = s.notifications.service.stats();
+        return [
+          [{ state: 'pending' }, n.pending],
+          [{ state: 'inbox' }, n.inbox],
+        ];
+      },
+    });
+    m.gauge({
+      name: 'edge_notifications_dropped_total',
+      help: 'Notifications dropped at their bounds (oldest undelivered outbox rows, oldest inbox entries) and targets, templates or rules refused at theirs, since start',
+      type: 'counter',
+      labelNames: ['what'],
+      collect: () => {
+        const n = s.notifications.service.stats();
+        return [
+          [{ what: 'outbox' }, n.outboxDropped],
+          [{ what: 'inbox' }, n.inboxDropped],
+          [{ what: 'config_refused' }, n.configsRefused],
+        ];
+      },
+    });
+    m.gauge({
+      name: 'edge_upstream_backlog',
+      help: 'Messages in the upstream outbox waiting for the cloud (0 when upstream is off)',
+      collect: () => s.upstream.status().backlog,
+    });
+    m.gauge({
+      name: 'edge_upstream_connected',
+      help: '1 while the link to the cloud is up, else 0',
+      collect: () => (s.upstream.status().connected ? 1 : 0),
+    });
+    m.gauge({
+      name: 'edge_upstream_messages_total',
+      help: 'Upstream messages acknowledged by the cloud, dropped at the backlog bound, set aside as refused, since the outbox was created',
+      type: 'counter',
+      labelNames: ['outcome'],
+      collect: () => {
+        const u = s.upstream.status();
+        return [
+          [{ outcome: 'sent' }, u.sentTotal],
+          [{ outcome: 'dropped' }, u.droppedTotal],
+          [{ outcome: 'rejected' }, u.rejectedTotal],
+        ];
+      },
+    });
+    m.gauge({
       name: 'edge_mqtt_device_sessions',
       help: 'Devices connected over MQTT (one session per device)',
       collect: () => this.#mqtt?.connectedDevices ?? 0,

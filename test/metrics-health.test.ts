@@ -154,6 +154,12 @@ describe('metrics', () => {
         0,
       );
       assert.equal(sample(auth, 'edge_coap_refusals_total', 'reason="malformed"'), 0);
+      // Notification and upstream backlogs (upstream is off here: an empty backlog, no link).
+      assert.equal(sample(auth, 'edge_notifications', 'state="pending"'), 0);
+      assert.equal(sample(auth, 'edge_notifications_dropped_total', 'what="outbox"'), 0);
+      assert.equal(sample(auth, 'edge_upstream_backlog'), 0);
+      assert.equal(sample(auth, 'edge_upstream_connected'), 0);
+      assert.equal(sample(auth, 'edge_upstream_messages_total', 'outcome="dropped"'), 0);
     } finally {
       await t.close();
     }
