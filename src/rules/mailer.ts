@@ -47,7 +47,11 @@ export class Mailer {
     let t = this.#transports.get(key);
     if (!t) {
       if (this.#transports.size >= MAX_TRANSPORTS) this.close();
+      // One pooled connection per setting: an outbox of queued emails goes out on one SMTP
+      // session instead of a connect, greeting and login per email (issue 14's recovery target).
       t = createTransport({
+        pool: true,
+        maxConnections: 1,
         host: s.host,
         port: s.port,
         secure: s.secure,
