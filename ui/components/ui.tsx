@@ -185,3 +185,17 @@ export function FormButtons(props: {
     </div>
   );
 }
+
+/** A labelled checkbox (`label.check`): the box, then its text. */
+export function Check(props: { checked: boolean; onChange: (v: boolean) => void; label: string }) {
+  return (
+    <label class="check">
+      <input
+        type="checkbox"
+        checked={props.checked}
+        onChange={(e) => props.onChange(e.currentTarget.checked)}
+      />
+      {props.label}
+    </label>
+  );
+}

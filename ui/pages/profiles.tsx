@@ -1,5 +1,13 @@
 import { useState } from 'preact/hooks';
-import { Dialog, ErrorText, FormButtons, Paging, useAction, useLoad } from '../components/ui.js';
+import {
+  Check,
+  Dialog,
+  ErrorText,
+  FormButtons,
+  Paging,
+  useAction,
+  useLoad,
+} from '../components/ui.js';
 import { api, type Id, type PageData, qs } from '../lib/api.js';
 import { Link, navigate } from '../lib/router.js';
 
@@ -318,30 +326,21 @@ function AlarmEditor(props: {
             onInput={(e) => set({ alarmType: e.currentTarget.value })}
           />
         </label>
-        <label class="check">
-          <input
-            type="checkbox"
-            checked={a.propagate}
-            onChange={(e) => set({ propagate: e.currentTarget.checked })}
-          />
-          Propagate to related
-        </label>
-        <label class="check">
-          <input
-            type="checkbox"
-            checked={a.propagateToOwner}
-            onChange={(e) => set({ propagateToOwner: e.currentTarget.checked })}
-          />
-          Propagate to owner
-        </label>
-        <label class="check">
-          <input
-            type="checkbox"
-            checked={a.propagateToTenant}
-            onChange={(e) => set({ propagateToTenant: e.currentTarget.checked })}
-          />
-          Propagate to tenant
-        </label>
+        <Check
+          checked={a.propagate}
+          onChange={(v) => set({ propagate: v })}
+          label="Propagate to related"
+        />
+        <Check
+          checked={a.propagateToOwner}
+          onChange={(v) => set({ propagateToOwner: v })}
+          label="Propagate to owner"
+        />
+        <Check
+          checked={a.propagateToTenant}
+          onChange={(v) => set({ propagateToTenant: v })}
+          label="Propagate to tenant"
+        />
         <button type="button" onClick={props.onRemove}>
           Remove alarm
         </button>
