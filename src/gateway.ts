@@ -658,6 +658,22 @@ export class Gateway implements AsyncDisposable {
       },
     });
     m.gauge({
+      name: 'edge_scheduler_jobs',
+      help: "Jobs armed on the scheduler host (user scheduler events and the gateway's own)",
+      collect: () => s.scheduler.size,
+    });
+    m.gauge({
+      name: 'edge_refused_total',
+      help: 'Saves refused at a bound since start: rule chains (409), scheduler events (409), scheduler jobs (400)',
+      type: 'counter',
+      labelNames: ['what'],
+      collect: () => [
+        [{ what: 'rule_chain' }, s.rules.chains.refused],
+        [{ what: 'scheduler_event' }, s.schedulerEvents.refused],
+        [{ what: 'scheduler_job' }, s.scheduler.refused],
+      ],
+    });
+    m.gauge({
       name: 'edge_upstream_backlog',
       help: 'Messages in the upstream outbox waiting for the cloud (0 when upstream is off)',
       collect: () => s.upstream.status().backlog,
@@ -1035,6 +1051,7 @@ async function buildServices(
     db,
     tenants,
     scheduler,
+    now: clock.now,
     log: loggers.rules,
     saveAttributes: (deviceId, scope, values) =>
       attributes.save(deviceId, scope, values, { kind: 'system' }),
@@ -1264,7 +1281,14 @@ function apiRoutes(
       path: '/api',
       app: ruleChainRoutes({ chains: s.rules.chains, engine: s.rules.engine, requireUser: user }),
     },
-    { path: '/api', app: schedulerRoutes({ events: s.schedulerEvents, requireUser: user }) },
+    {
+      path: '/api',
+      app: schedulerRoutes({
+        events: s.schedulerEvents,
+        scheduler: s.scheduler,
+        requireUser: user,
+      }),
+    },
     { path: '/api', app: connectorRoutes({ connectors: s.connectors, requireUser: user }) },
     {
       path: '/api',

@@ -1,17 +1,22 @@
 /**
  * Scheduled jobs (issue 14 §11): a scheduler event on a cron expression sets a shared attribute
- * that a subscribed MQTT device receives; a bad expression is a 400; a deleted event stops.
+ * that a subscribed MQTT device receives; a bad expression is a 400; a deleted event stops;
+ * ThingsBoard PE's repeat types (DAILY, WEEKLY, MONTHLY, YEARLY, TIMER, endsOn) against a
+ * controlled clock; the scheduler host's job list and its bound in /metrics.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
+import { cronOf, isDue } from '../src/scheduler/scheduler-event-service.js';
+import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect, nextMessage } from './helpers/mqtt.js';
 
 describe('scheduler events', () => {
   let t: TestGateway;
   let admin: string;
+  /** The gateway's wall clock runs this far ahead of the real one. */
+  let offset = 0;
   before(async () => {
-    t = await startGateway();
+    t = await startGateway({ wallClock: () => Date.now() + offset });
     admin = await t.adminToken();
   });
   after(() => t.close());
@@ -85,7 +90,6 @@ describe('scheduler events', () => {
   });
 
   it('turns a daily or weekly repeat into a cron expression in its time zone', async () => {
-    const { cronOf } = await import('../src/scheduler/scheduler-event-service.js');
     // 2026-11-23 06:30:15 UTC is 07:30:15 in Berlin.
     const startTime = Date.UTC(2026, 10, 23, 6, 30, 15);
     assert.deepEqual(cronOf({ timezone: 'Europe/Berlin', startTime, repeat: { type: 'DAILY' } }), {
@@ -100,5 +104,106 @@ describe('scheduler events', () => {
       expression: '15 30 6 23 11 *',
       once: true,
     });
+  });
+
+  it('turns monthly, yearly and timer repeats into cron ticks', () => {
+    // 2026-01-31 22:45:07 UTC is 2026-02-01 04:15:07 in Kolkata (UTC+05:30).
+    const startTime = Date.UTC(2026, 0, 31, 22, 45, 7);
+    const kolkata = (repeat: Record<string, unknown>) =>
+      cronOf({ timezone: 'Asia/Kolkata', startTime, repeat: repeat as never }).expression;
+    assert.equal(kolkata({ type: 'MONTHLY' }), '7 15 4 1 * *');
+    assert.equal(kolkata({ type: 'YEARLY' }), '7 15 4 1 2 *');
+    assert.equal(kolkata({ type: 'TIMER', repeatInterval: 5, timeUnit: 'SECONDS' }), '* * * * * *');
+    assert.equal(
+      kolkata({ type: 'TIMER', repeatInterval: 90, timeUnit: 'MINUTES' }),
+      '7 * * * * *',
+    );
+    // The hour tick keeps Kolkata's half-hour offset.
+    assert.equal(kolkata({ type: 'TIMER', repeatInterval: 2, timeUnit: 'HOURS' }), '7 15 * * * *');
+  });
+
+  it('runs a timer every repeatInterval from startTime and nothing after endsOn (controlled clock)', () => {
+    const startTime = Date.UTC(2026, 10, 24, 0, 0, 0, 400);
+    const schedule = {
+      startTime,
+      repeat: {
+        type: 'TIMER' as const,
+        repeatInterval: 90,
+        timeUnit: 'MINUTES' as const,
+        endsOn: startTime + 6 * 3_600_000,
+      },
+    };
+    const at = (minutes: number, lateMs = 0) =>
+      isDue(schedule, Date.UTC(2026, 10, 24, 0, minutes, 0) + lateMs);
+    assert.equal(at(-1), 'skip'); // before startTime
+    assert.equal(at(0), 'run');
+    assert.equal(at(1), 'skip');
+    assert.equal(at(89), 'skip');
+    assert.equal(at(90, 1_700), 'run'); // a tick that came 1.7 s late still counts
+    assert.equal(at(180), 'run');
+    assert.equal(at(360), 'run'); // endsOn is the last moment a run may happen
+    assert.equal(at(361), 'ended');
+    // Daily repeats run on every tick of their cron job, until endsOn.
+    const daily = { startTime, repeat: { type: 'DAILY' as const, endsOn: startTime + 86_400_000 } };
+    assert.equal(isDue(daily, startTime + 86_400_000), 'run');
+    assert.equal(isDue(daily, startTime + 2 * 86_400_000), 'ended');
+    // endsOn 0 is ThingsBoard's "never".
+    assert.equal(isDue({ startTime, repeat: { type: 'DAILY', endsOn: 0 } }, startTime * 2), 'run');
+  });
+
+  it('refuses a timer without its interval or unit', async () => {
+    const device = await createDevice(t, 'scheduled-timer-bad');
+    const res = await t.api('/api/schedulerEvent', {
+      token: admin,
+      body: event(device.id, {
+        startTime: Date.now(),
+        repeat: { type: 'TIMER', timeUnit: 'DAYS' },
+      }),
+    });
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as { message: string }).message, /timeUnit/);
+  });
+
+  it('lists its jobs; a timer past endsOn on the gateway clock is cancelled; refusals are in /metrics', async () => {
+    const device = await createDevice(t, 'scheduled-timer');
+    const startTime = Date.now() + offset;
+    const res = await t.api('/api/schedulerEvent', {
+      token: admin,
+      body: event(device.id, {
+        timezone: 'UTC',
+        startTime,
+        repeat: {
+          type: 'TIMER',
+          repeatInterval: 1,
+          timeUnit: 'SECONDS',
+          endsOn: startTime + 3_600_000,
+        },
+      }),
+    });
+    assert.equal(res.status, 200, await res.clone().text());
+    const id = ((await res.json()) as { id: { id: string } }).id.id;
+    type Jobs = {
+      maxJobs: number;
+      jobs: Array<{ key: string; expression: string; nextRun: number }>;
+    };
+    const jobs = async () =>
+      (await (await t.api('/api/scheduler/jobs', { token: admin })).json()) as Jobs;
+    const listed = (await jobs()).jobs.find((j) => j.key === id);
+    assert.equal(listed?.expression, '* * * * * *');
+    assert.equal(typeof listed?.nextRun, 'number');
+    assert.equal((await jobs()).maxJobs, 1000);
+    // The gateway's clock jumps past endsOn: the next tick cancels the job.
+    offset = 2 * 3_600_000;
+    try {
+      await waitFor(async () => !(await jobs()).jobs.some((j) => j.key === id), 15_000);
+    } finally {
+      offset = 0;
+    }
+    // The event itself stays stored (as ThingsBoard keeps a finished event).
+    assert.equal((await t.api(`/api/schedulerEvent/${id}`, { token: admin })).status, 200);
+    const metrics = await (await t.api('/metrics', { token: admin })).text();
+    assert.match(metrics, /^edge_refused_total\{what="scheduler_event"\} 0$/m);
+    assert.match(metrics, /^edge_refused_total\{what="rule_chain"\} 0$/m);
+    assert.match(metrics, /^edge_scheduler_jobs \d+$/m);
   });
 });

@@ -107,9 +107,15 @@ function parseJson(text: string | null): unknown {
  */
 export class RuleChainService {
   readonly #store: RuleChainStore;
+  #refused = 0;
 
   constructor(private readonly deps: RuleChainServiceDeps) {
     this.#store = new RuleChainStore(deps.db);
+  }
+
+  /** New chains refused at MAX_RULE_CHAINS since start (`/metrics`). */
+  get refused(): number {
+    return this.#refused;
   }
 
   /** Creates the default root chain on first start (issue 14 §6). */
@@ -243,8 +249,10 @@ export class RuleChainService {
   }
 
   #create(input: z.infer<typeof chainBody>, now: number): RuleChainRow {
-    if (this.#store.count() >= MAX_RULE_CHAINS)
+    if (this.#store.count() >= MAX_RULE_CHAINS) {
+      this.#refused++;
       throw new ConflictError(`At most ${MAX_RULE_CHAINS} rule chains can be stored`);
+    }
     const row: RuleChainRow = {
       id: randomUUID(),
       tenant_id: this.deps.tenants.id,

@@ -15,18 +15,30 @@ const entityRef = z.object({
   id: z.uuid('must be a UUID'),
 });
 
+/** TIMER units (ThingsBoard PE's `timeUnit`), in milliseconds. */
+const TIME_UNITS = { SECONDS: 1000, MINUTES: 60_000, HOURS: 3_600_000 } as const;
+
+const repeatBody = z
+  .looseObject({
+    type: z.enum(['DAILY', 'WEEKLY', 'MONTHLY', 'YEARLY', 'TIMER']),
+    /** Last time a run may happen (ms since the epoch); 0 or absent: never ends. */
+    endsOn: z.number().int().nonnegative().nullable().optional(),
+    /** WEEKLY: days of the week, 0 = Sunday. */
+    repeatOn: z.array(z.number().int().min(0).max(6)).optional(),
+    /** TIMER: every `repeatInterval` `timeUnit`s from `startTime`. */
+    repeatInterval: z.number().int().positive().max(1_000_000).nullable().optional(),
+    timeUnit: z.enum(['SECONDS', 'MINUTES', 'HOURS']).nullable().optional(),
+  })
+  .refine((r) => r.type !== 'TIMER' || (r.repeatInterval && r.timeUnit), {
+    message: 'a TIMER repeat needs repeatInterval and timeUnit (SECONDS, MINUTES or HOURS)',
+  });
+
 const scheduleBody = z.looseObject({
   timezone: z.string().min(1).optional(),
   startTime: z.number().int().nonnegative().optional(),
   /** Our extension: a plain cron expression (node-cron; an optional seconds field first). */
   cron: z.string().min(1).optional(),
-  repeat: z
-    .looseObject({
-      type: z.enum(['DAILY', 'WEEKLY']),
-      repeatOn: z.array(z.number().int().min(0).max(6)).optional(),
-    })
-    .nullable()
-    .optional(),
+  repeat: repeatBody.nullable().optional(),
 });
 
 const eventBody = z.looseObject({
@@ -77,6 +89,8 @@ export interface SchedulerEventServiceDeps {
   readonly groupDevices: (groupId: string) => string[];
   /** The root rule chain (any other message type). */
   readonly processor: MessageProcessor;
+  /** The clock the runs are checked against (tests control it); default Date.now. */
+  readonly now?: () => number;
 }
 
 /** Hour, minute, second and day of `ts` as a wall clock in `timezone`. */
@@ -102,10 +116,43 @@ export function cronOf(schedule: EventInput['schedule']): { expression: string; 
     throw new ValidationError('Invalid scheduler event: schedule needs cron or startTime');
   const { s, m, h, d, mo } = wallClock(schedule.startTime, schedule.timezone);
   const repeat = schedule.repeat;
-  if (!repeat) return { expression: `${s} ${m} ${h} ${d} ${mo} *`, once: true };
-  if (repeat.type === 'DAILY') return { expression: `${s} ${m} ${h} * * *`, once: false };
-  const days = repeat.repeatOn?.length ? repeat.repeatOn.join(',') : '*';
-  return { expression: `${s} ${m} ${h} * * ${days}`, once: false };
+  const every = (expression: string) => ({ expression, once: false });
+  switch (repeat?.type) {
+    case undefined:
+      return { expression: `${s} ${m} ${h} ${d} ${mo} *`, once: true };
+    case 'DAILY':
+      return every(`${s} ${m} ${h} * * *`);
+    case 'WEEKLY':
+      return every(
+        `${s} ${m} ${h} * * ${repeat.repeatOn?.length ? repeat.repeatOn.join(',') : '*'}`,
+      );
+    // A day the month lacks (the 31st in April) has no run that month, as cron has it.
+    case 'MONTHLY':
+      return every(`${s} ${m} ${h} ${d} * *`);
+    case 'YEARLY':
+      return every(`${s} ${m} ${h} ${d} ${mo} *`);
+    // Cron ticks once per unit at startTime's offset; isDue keeps every repeatInterval-th tick.
+    case 'TIMER':
+      if (repeat.timeUnit === 'SECONDS') return every('* * * * * *');
+      if (repeat.timeUnit === 'MINUTES') return every(`${s} * * * * *`);
+      return every(`${s} ${m} * * * *`);
+  }
+}
+
+/**
+ * Whether a tick of the cron job at `now` runs the event: `run`, `skip` (before startTime, or a
+ * TIMER tick between intervals) or `ended` (past `repeat.endsOn`: the job is cancelled).
+ * A tick may come late on a busy machine; TIMER rounds to the nearest unit.
+ */
+export function isDue(schedule: EventInput['schedule'], now: number): 'run' | 'skip' | 'ended' {
+  const repeat = schedule.repeat;
+  if (repeat?.endsOn && now > repeat.endsOn) return 'ended';
+  if (schedule.cron || schedule.startTime === undefined) return 'run';
+  const start = Math.floor(schedule.startTime / 1000) * 1000;
+  if (now < start - 500) return 'skip';
+  if (repeat?.type !== 'TIMER' || !repeat.timeUnit || !repeat.repeatInterval) return 'run';
+  const ticks = Math.round((now - start) / TIME_UNITS[repeat.timeUnit]);
+  return ticks % repeat.repeatInterval === 0 ? 'run' : 'skip';
 }
 
 /**
@@ -122,6 +169,7 @@ export class SchedulerEventService {
   readonly #update;
   readonly #delete;
   readonly #count;
+  #refused = 0;
 
   constructor(private readonly deps: SchedulerEventServiceDeps) {
     const { db } = deps;
@@ -176,8 +224,10 @@ export class SchedulerEventService {
         );
       this.#update.run({ id, ...fields });
     } else {
-      if ((this.#count.get()?.n ?? 0) >= MAX_JOBS)
+      if ((this.#count.get()?.n ?? 0) >= MAX_JOBS) {
+        this.#refused++;
         throw new ConflictError(`At most ${MAX_JOBS} scheduler events can be stored`);
+      }
       id = randomUUID();
       this.#insert.run({
         id,
@@ -190,6 +240,11 @@ export class SchedulerEventService {
     const row = this.#row(id);
     this.#arm(row);
     return toEvent(row);
+  }
+
+  /** Saves refused at the MAX_JOBS bound since start (`/metrics`). */
+  get refused(): number {
+    return this.#refused;
   }
 
   get(id: string): ReturnType<typeof toEvent> {
@@ -217,11 +272,26 @@ export class SchedulerEventService {
     if (row.enabled !== 1) return;
     const schedule = JSON.parse(row.schedule) as EventInput['schedule'];
     const { expression, once } = cronOf(schedule);
-    if (once && (schedule.startTime ?? 0) <= Date.now()) return;
+    const now = this.#now();
+    if (once && (schedule.startTime ?? 0) <= now) return;
+    if (isDue(schedule, now) === 'ended') return;
     this.deps.scheduler.schedule(row.id, expression, schedule.timezone, () => {
-      if (once) this.deps.scheduler.cancel(row.id);
-      this.#run(row);
+      this.tick(row.id, schedule, once);
     });
+  }
+
+  /** One tick of an event's cron job (public for tests with a controlled clock). */
+  tick(id: string, schedule: EventInput['schedule'], once = false): void {
+    const due = isDue(schedule, this.#now());
+    // A one-time event's cron job has no year: a tick a year early is skipped, not the end.
+    if (due === 'ended' || (once && due === 'run')) this.deps.scheduler.cancel(id);
+    if (due !== 'run') return;
+    const row = this.#byId.get(id);
+    if (row) this.#run(row);
+  }
+
+  #now(): number {
+    return (this.deps.now ?? Date.now)();
   }
 
   #run(row: EventRow): void {

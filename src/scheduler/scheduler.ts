@@ -10,9 +10,25 @@ import { ValidationError } from '../errors.js';
 /** At most this many jobs at once (user schedules plus the gateway's own). */
 export const MAX_JOBS = 1000;
 
+/** One armed job, as `GET /api/scheduler/jobs` lists it. */
+export interface JobInfo {
+  readonly key: string;
+  readonly expression: string;
+  readonly timezone: string | null;
+  /** The next run (ms since the epoch), or null when none is planned. */
+  readonly nextRun: number | null;
+}
+
+interface Job {
+  readonly task: ScheduledTask;
+  readonly expression: string;
+  readonly timezone: string | undefined;
+}
+
 export class Scheduler {
-  readonly #jobs = new Map<string, ScheduledTask>();
+  readonly #jobs = new Map<string, Job>();
   #stopped = false;
+  #refused = 0;
 
   constructor(private readonly deps: { readonly log: Logger }) {}
 
@@ -34,8 +50,10 @@ export class Scheduler {
     Scheduler.check(expression, timezone);
     this.cancel(key);
     if (this.#stopped) return;
-    if (this.#jobs.size >= MAX_JOBS)
+    if (this.#jobs.size >= MAX_JOBS) {
+      this.#refused++;
       throw new ValidationError(`At most ${MAX_JOBS} scheduled jobs can run at once`);
+    }
     const task = cron.schedule(
       expression,
       () => {
@@ -58,18 +76,35 @@ export class Scheduler {
         },
       },
     );
-    this.#jobs.set(key, task);
+    this.#jobs.set(key, { task, expression, timezone });
   }
 
   cancel(key: string): void {
-    const task = this.#jobs.get(key);
-    if (!task) return;
-    void task.destroy();
+    const job = this.#jobs.get(key);
+    if (!job) return;
+    void job.task.destroy();
     this.#jobs.delete(key);
   }
 
   get size(): number {
     return this.#jobs.size;
+  }
+
+  /** Jobs refused at MAX_JOBS since start (`/metrics`). */
+  get refused(): number {
+    return this.#refused;
+  }
+
+  /** Every armed job, in key order. */
+  jobs(): JobInfo[] {
+    return [...this.#jobs.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([key, job]) => ({
+        key,
+        expression: job.expression,
+        timezone: job.timezone ?? null,
+        nextRun: job.task.getNextRun()?.getTime() ?? null,
+      }));
   }
 
   stop(): void {

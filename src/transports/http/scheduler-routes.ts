@@ -1,14 +1,20 @@
 import { Hono } from 'hono';
 import { requireUuid } from '../../common/entity.js';
+import { MAX_JOBS, type Scheduler } from '../../scheduler/scheduler.js';
 import type { SchedulerEventService } from '../../scheduler/scheduler-event-service.js';
 import { type HttpEnv, readJson } from './context.js';
 import { type RequireUser, requireTenantAdmin } from './middleware.js';
 
 /**
  * Scheduler events on ThingsBoard PE's paths (issue 14 §11), mounted at `/api`, for the tenant
- * administrator: create or update, get, list, delete.
+ * administrator: create or update, get, list, delete; and (ours) `GET /api/scheduler/jobs`, every
+ * job armed on the scheduler host with its next run.
  */
-export function schedulerRoutes(deps: { events: SchedulerEventService; requireUser: RequireUser }) {
+export function schedulerRoutes(deps: {
+  events: SchedulerEventService;
+  scheduler: Scheduler;
+  requireUser: RequireUser;
+}) {
   const { events } = deps;
   const app = new Hono<HttpEnv>();
   const user = deps.requireUser;
@@ -24,5 +30,8 @@ export function schedulerRoutes(deps: { events: SchedulerEventService; requireUs
     events.delete(eventId(c.req.param('id')));
     return c.body(null, 200);
   });
+  app.get('/scheduler/jobs', user, admin, (c) =>
+    c.json({ maxJobs: MAX_JOBS, jobs: deps.scheduler.jobs() }),
+  );
   return app;
 }
