@@ -199,3 +199,37 @@ export function Check(props: { checked: boolean; onChange: (v: boolean) => void;
     </label>
   );
 }
+
+/** A tab list (ARIA tabs: arrow keys move between them); the caller renders the panel. */
+export function Tabs<T extends string>(props: {
+  label: string;
+  tabs: readonly T[];
+  tab: T;
+  onTab: (t: T) => void;
+  names?: Partial<Record<T, string>>;
+}) {
+  const { tabs } = props;
+  return (
+    <div role="tablist" class="tabs" aria-label={props.label}>
+      {tabs.map((t) => (
+        <button
+          key={t}
+          type="button"
+          role="tab"
+          aria-selected={props.tab === t}
+          onClick={() => props.onTab(t)}
+          onKeyDown={(e) => {
+            const i = tabs.indexOf(t);
+            const next = e.key === 'ArrowRight' ? i + 1 : e.key === 'ArrowLeft' ? i - 1 : -99;
+            if (next === -99) return;
+            const nt = tabs[(next + tabs.length) % tabs.length];
+            props.onTab(nt);
+            (e.currentTarget.parentElement?.children[tabs.indexOf(nt)] as HTMLElement)?.focus();
+          }}
+        >
+          {props.names?.[t] ?? t}
+        </button>
+      ))}
+    </div>
+  );
+}

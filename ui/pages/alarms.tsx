@@ -1,13 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import {
-  Dialog,
-  ErrorText,
-  FormButtons,
-  formatTs,
-  Paging,
-  useAction,
-  useLoad,
-} from '../components/ui.js';
+import { PagedTable, SearchBox, usePagedList } from '../components/list.js';
+import { Dialog, ErrorText, FormButtons, formatTs, useAction, useLoad } from '../components/ui.js';
 import { api, type Id, type PageData, qs } from '../lib/api.js';
 import { useApp } from '../lib/app-context.js';
 import { Link } from '../lib/router.js';
@@ -43,7 +36,6 @@ export function AlarmsPage() {
 
 export function AlarmTable(props: { source: string; filters?: boolean }) {
   const { user } = useApp();
-  const [page, setPage] = useState(0);
   const [status, setStatus] = useState<string[]>([]);
   const [severity, setSeverity] = useState<string[]>([]);
   const [search, setSearch] = useState('');
@@ -52,21 +44,20 @@ export function AlarmTable(props: { source: string; filters?: boolean }) {
   const v2 = props.source.includes('/v2/')
     ? props.source
     : props.source.replace('/api/alarm/', '/api/v2/alarm/');
-  const list = useLoad(
-    () =>
-      api<PageData<Alarm>>(
-        `${v2}${qs({
-          pageSize: 20,
-          page,
-          statusList: status.join(',') || undefined,
-          severityList: severity.join(',') || undefined,
-          textSearch: search || undefined,
-          sortProperty: 'createdTime',
-          sortOrder: 'DESC',
-        })}`,
-      ),
-    [v2, page, status.join(), severity.join(), search],
+  const list = usePagedList<Alarm>(
+    (page) =>
+      `${v2}${qs({
+        pageSize: 20,
+        page,
+        statusList: status.join(',') || undefined,
+        severityList: severity.join(',') || undefined,
+        textSearch: search || undefined,
+        sortProperty: 'createdTime',
+        sortOrder: 'DESC',
+      })}`,
+    [v2, status.join(), severity.join(), search],
   );
+  const setPage = list.setPage;
   // Alarms change on the gateway: refresh while the table is shown.
   useEffect(() => {
     const t = setInterval(list.reload, REFRESH_MS);
@@ -114,73 +105,65 @@ export function AlarmTable(props: { source: string; filters?: boolean }) {
               </label>
             ))}
           </fieldset>
-          <label class="search">
-            Search
-            <input
-              type="search"
-              value={search}
-              onInput={(e) => {
-                setSearch(e.currentTarget.value);
-                setPage(0);
-              }}
-            />
-          </label>
+          <SearchBox
+            value={search}
+            onSearch={(v) => {
+              setSearch(v);
+              setPage(0);
+            }}
+          />
         </div>
       )}
       <ErrorText error={list.error || act.error} />
-      <div class="scroll">
-        <table aria-label="Alarms">
-          <thead>
-            <tr>
-              <th class="wide">Created</th>
-              <th>Originator</th>
-              <th>Type</th>
-              <th>Severity</th>
-              <th>Status</th>
-              <th class="wide">Assignee</th>
-              <th>Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data?.data.map((a) => (
-              <tr key={a.id.id} data-alarm-type={a.type}>
-                <td class="wide">{formatTs(a.createdTime)}</td>
-                <td>
-                  <Link href={`/devices/${a.originator.id}`}>
-                    {a.originatorName ?? a.originator.id}
-                  </Link>
-                </td>
-                <td>{a.type}</td>
-                <td>
-                  <span class={`sev ${a.severity.toLowerCase()}`}>{a.severity}</span>
-                </td>
-                <td class="status">{a.status}</td>
-                <td class="wide">{a.assignee?.email ?? ''}</td>
-                <td class="actions">
-                  {!a.acknowledged && (
-                    <button type="button" onClick={() => action(a, 'ack')}>
-                      Acknowledge
-                    </button>
-                  )}
-                  {!a.cleared && (
-                    <button type="button" onClick={() => action(a, 'clear')}>
-                      Clear
-                    </button>
-                  )}
-                  <button type="button" onClick={() => action(a, 'assign')}>
-                    Assign to me
+      <PagedTable
+        label="Alarms"
+        list={list}
+        rowKey={(a) => a.id.id}
+        rowProps={(a) => ({ 'data-alarm-type': a.type })}
+        empty="No alarms."
+        columns={[
+          { title: 'Created', wide: true, cell: (a) => formatTs(a.createdTime) },
+          {
+            title: 'Originator',
+            cell: (a) => (
+              <Link href={`/devices/${a.originator.id}`}>
+                {a.originatorName ?? a.originator.id}
+              </Link>
+            ),
+          },
+          { title: 'Type', cell: (a) => a.type },
+          {
+            title: 'Severity',
+            cell: (a) => <span class={`sev ${a.severity.toLowerCase()}`}>{a.severity}</span>,
+          },
+          { title: 'Status', class: 'status', cell: (a) => a.status },
+          { title: 'Assignee', wide: true, cell: (a) => a.assignee?.email ?? '' },
+          {
+            title: 'Actions',
+            class: 'actions',
+            cell: (a) => (
+              <>
+                {!a.acknowledged && (
+                  <button type="button" onClick={() => action(a, 'ack')}>
+                    Acknowledge
                   </button>
-                  <button type="button" onClick={() => setCommenting(a)}>
-                    Comments
+                )}
+                {!a.cleared && (
+                  <button type="button" onClick={() => action(a, 'clear')}>
+                    Clear
                   </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
-      {list.data && list.data.data.length === 0 && <p>No alarms.</p>}
-      <Paging page={page} hasNext={list.data?.hasNext ?? false} onPage={setPage} />
+                )}
+                <button type="button" onClick={() => action(a, 'assign')}>
+                  Assign to me
+                </button>
+                <button type="button" onClick={() => setCommenting(a)}>
+                  Comments
+                </button>
+              </>
+            ),
+          },
+        ]}
+      />
       {commenting && <Comments alarm={commenting} onClose={() => setCommenting(null)} />}
     </div>
   );

@@ -1,13 +1,14 @@
 import { useState } from 'preact/hooks';
 import {
-  CopyButton,
-  Dialog,
-  ErrorText,
-  FormButtons,
-  Paging,
-  useAction,
-  useLoad,
-} from '../components/ui.js';
+  BarButton,
+  DeleteButton,
+  Field,
+  FormDialog,
+  ListPage,
+  PagedTable,
+  usePagedList,
+} from '../components/list.js';
+import { CopyButton, ErrorText, useAction, useLoad } from '../components/ui.js';
 import { api, type Id, type PageData, qs, type User } from '../lib/api.js';
 import { Link } from '../lib/router.js';
 import type { Device } from './devices.js';
@@ -38,70 +39,38 @@ const page20 = (page: number) =>
   qs({ pageSize: 20, page, sortProperty: 'title', sortOrder: 'ASC' });
 
 export function CustomersPage() {
-  const [page, setPage] = useState(0);
   const [creating, setCreating] = useState(false);
-  const list = useLoad(() => api<PageData<Customer>>(`/api/customers${page20(page)}`), [page]);
-  const create = useAction();
-  const submit = (e: Event) => {
-    e.preventDefault();
-    const f = new FormData(e.currentTarget as HTMLFormElement);
-    void create
-      .run(() =>
-        api('/api/customer', {
-          body: { title: String(f.get('title')), email: String(f.get('email') ?? '') || null },
-        }),
-      )
-      .then((ok) => {
-        if (!ok) return;
-        setCreating(false);
-        list.reload();
-      });
-  };
+  const list = usePagedList<Customer>((page) => `/api/customers${page20(page)}`);
   return (
-    <section>
-      <div class="bar">
-        <h1>Customers</h1>
-        <button type="button" class="primary" onClick={() => setCreating(true)}>
-          Add customer
-        </button>
-      </div>
-      <ErrorText error={list.error} />
-      <table aria-label="Customers">
-        <thead>
-          <tr>
-            <th>Title</th>
-            <th class="wide">Email</th>
-          </tr>
-        </thead>
-        <tbody>
-          {list.data?.data.map((c) => (
-            <tr key={c.id.id}>
-              <td>
-                <Link href={`/customers/${c.id.id}`}>{c.title}</Link>
-              </td>
-              <td class="wide">{c.email}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      <Paging page={page} hasNext={list.data?.hasNext ?? false} onPage={setPage} />
+    <ListPage
+      title="Customers"
+      actions={<BarButton primary label="Add customer" onClick={() => setCreating(true)} />}
+      label="Customers"
+      list={list}
+      rowKey={(c) => c.id.id}
+      columns={[
+        { title: 'Title', cell: (c) => <Link href={`/customers/${c.id.id}`}>{c.title}</Link> },
+        { title: 'Email', wide: true, cell: (c) => c.email },
+      ]}
+    >
       {creating && (
-        <Dialog title="Add customer" onClose={() => setCreating(false)}>
-          <form class="stack" onSubmit={submit}>
-            <label>
-              Title
-              <input name="title" required />
-            </label>
-            <label>
-              Email
-              <input name="email" type="email" />
-            </label>
-            <ErrorText error={create.error} />
-            <FormButtons onCancel={() => setCreating(false)} busy={create.busy} label="Create" />
-          </form>
-        </Dialog>
+        <FormDialog
+          title="Add customer"
+          label="Create"
+          onClose={() => setCreating(false)}
+          onSubmit={async (f) => {
+            await api('/api/customer', {
+              body: { title: String(f.get('title')), email: String(f.get('email') ?? '') || null },
+            });
+            setCreating(false);
+            list.reload();
+          }}
+        >
+          <Field label="Title" name="title" required />
+          <Field label="Email" name="email" type="email" />
+        </FormDialog>
       )}
-    </section>
+    </ListPage>
   );
 }
 
@@ -123,14 +92,11 @@ export function CustomerPage(props: { params: Record<string, string> }) {
 }
 
 function CustomerUsers(props: { customerId: string }) {
-  const [page, setPage] = useState(0);
   const [link, setLink] = useState<{ email: string; url: string } | null>(null);
-  const users = useLoad(
-    () =>
-      api<PageData<UserRow>>(
-        `/api/customer/${props.customerId}/users${qs({ pageSize: 20, page, sortProperty: 'email', sortOrder: 'ASC' })}`,
-      ),
-    [props.customerId, page],
+  const users = usePagedList<UserRow>(
+    (page) =>
+      `/api/customer/${props.customerId}/users${qs({ pageSize: 20, page, sortProperty: 'email', sortOrder: 'ASC' })}`,
+    [props.customerId],
   );
   const act = useAction();
   const add = (e: Event) => {
@@ -152,6 +118,7 @@ function CustomerUsers(props: { customerId: string }) {
       users.reload();
     });
   };
+  const enabled = (u: UserRow) => u.additionalInfo?.userCredentialsEnabled !== false;
   const enable = (u: UserRow, on: boolean) =>
     void act
       .run(() =>
@@ -160,46 +127,39 @@ function CustomerUsers(props: { customerId: string }) {
         }),
       )
       .then(users.reload);
-  const remove = (u: UserRow) => {
-    if (!confirm(`Delete user ${u.email}?`)) return;
-    void act.run(() => api(`/api/user/${u.id.id}`, { method: 'DELETE' })).then(users.reload);
-  };
   return (
     <section aria-labelledby="h-users" class="stack">
       <h2 id="h-users">Users</h2>
-      <table aria-label="Customer users">
-        <thead>
-          <tr>
-            <th>Email</th>
-            <th>State</th>
-            <th>Actions</th>
-          </tr>
-        </thead>
-        <tbody>
-          {users.data?.data.map((u) => {
-            const enabled = u.additionalInfo?.userCredentialsEnabled !== false;
-            return (
-              <tr key={u.id.id}>
-                <td>{u.email}</td>
-                <td>{enabled ? 'Enabled' : 'Disabled'}</td>
-                <td class="actions">
-                  <CopyButton
-                    label="Copy activation link"
-                    text={() => api<string>(`/api/user/${u.id.id}/activationLink`)}
-                  />
-                  <button type="button" onClick={() => enable(u, !enabled)}>
-                    {enabled ? 'Disable' : 'Enable'}
-                  </button>
-                  <button type="button" onClick={() => remove(u)}>
-                    Delete
-                  </button>
-                </td>
-              </tr>
-            );
-          })}
-        </tbody>
-      </table>
-      <Paging page={page} hasNext={users.data?.hasNext ?? false} onPage={setPage} />
+      <PagedTable
+        label="Customer users"
+        list={users}
+        rowKey={(u) => u.id.id}
+        columns={[
+          { title: 'Email', cell: (u) => u.email },
+          { title: 'State', cell: (u) => (enabled(u) ? 'Enabled' : 'Disabled') },
+          {
+            title: 'Actions',
+            class: 'actions',
+            cell: (u) => (
+              <>
+                <CopyButton
+                  label="Copy activation link"
+                  text={() => api<string>(`/api/user/${u.id.id}/activationLink`)}
+                />
+                <button type="button" onClick={() => enable(u, !enabled(u))}>
+                  {enabled(u) ? 'Disable' : 'Enable'}
+                </button>
+                <DeleteButton
+                  act={act}
+                  what={`user ${u.email}`}
+                  path={`/api/user/${u.id.id}`}
+                  then={users.reload}
+                />
+              </>
+            ),
+          },
+        ]}
+      />
       <form class="row" onSubmit={add} aria-label="Add customer user">
         <label>
           User email
@@ -230,13 +190,10 @@ function CustomerUsers(props: { customerId: string }) {
 }
 
 function CustomerDevices(props: { customerId: string }) {
-  const [page, setPage] = useState(0);
-  const mine = useLoad(
-    () =>
-      api<PageData<Device>>(
-        `/api/customer/${props.customerId}/devices${qs({ pageSize: 20, page, sortProperty: 'name', sortOrder: 'ASC' })}`,
-      ),
-    [props.customerId, page],
+  const mine = usePagedList<Device>(
+    (page) =>
+      `/api/customer/${props.customerId}/devices${qs({ pageSize: 20, page, sortProperty: 'name', sortOrder: 'ASC' })}`,
+    [props.customerId],
   );
   const all = useLoad(
     () =>
@@ -268,31 +225,23 @@ function CustomerDevices(props: { customerId: string }) {
   return (
     <section aria-labelledby="h-cdevices" class="stack">
       <h2 id="h-cdevices">Devices</h2>
-      <table aria-label="Customer devices">
-        <thead>
-          <tr>
-            <th>Name</th>
-            <th>Profile</th>
-            <th>Actions</th>
-          </tr>
-        </thead>
-        <tbody>
-          {mine.data?.data.map((d) => (
-            <tr key={d.id.id}>
-              <td>
-                <Link href={`/devices/${d.id.id}`}>{d.name}</Link>
-              </td>
-              <td>{d.type}</td>
-              <td>
-                <button type="button" onClick={() => unassign(d)}>
-                  Unassign
-                </button>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      <Paging page={page} hasNext={mine.data?.hasNext ?? false} onPage={setPage} />
+      <PagedTable
+        label="Customer devices"
+        list={mine}
+        rowKey={(d) => d.id.id}
+        columns={[
+          { title: 'Name', cell: (d) => <Link href={`/devices/${d.id.id}`}>{d.name}</Link> },
+          { title: 'Profile', cell: (d) => d.type },
+          {
+            title: 'Actions',
+            cell: (d) => (
+              <button type="button" onClick={() => unassign(d)}>
+                Unassign
+              </button>
+            ),
+          },
+        ]}
+      />
       <form class="row" onSubmit={assign} aria-label="Assign device">
         <label>
           Device

@@ -1,15 +1,22 @@
 import { useState } from 'preact/hooks';
 import {
+  BarButton,
+  DeleteButton,
+  Field,
+  FormDialog,
+  ListPage,
+  usePagedList,
+} from '../components/list.js';
+import {
   Dialog,
   ErrorText,
   FormButtons,
   JsonImportDialog,
-  Paging,
   useAction,
   useLoad,
 } from '../components/ui.js';
 import { type Entity, useVisibleDevices, WidgetBody } from '../components/widgets.js';
-import { api, type PageData, qs } from '../lib/api.js';
+import { api, qs } from '../lib/api.js';
 import { isTenantAdmin, useApp } from '../lib/app-context.js';
 import {
   type Dashboard,
@@ -41,85 +48,61 @@ interface DashboardInfo {
 export function DashboardsPage() {
   const { user } = useApp();
   const admin = isTenantAdmin(user);
-  const [page, setPage] = useState(0);
   const [importing, setImporting] = useState(false);
   const [creating, setCreating] = useState(false);
   const path = admin ? '/api/tenant/dashboards' : `/api/customer/${user.customerId?.id}/dashboards`;
-  const list = useLoad(
-    () =>
-      api<PageData<DashboardInfo>>(
-        `${path}${qs({ pageSize: 20, page, sortProperty: 'title', sortOrder: 'ASC' })}`,
-      ),
-    [path, page],
+  const list = usePagedList<DashboardInfo>(
+    (page) => `${path}${qs({ pageSize: 20, page, sortProperty: 'title', sortOrder: 'ASC' })}`,
+    [path],
   );
   const act = useAction();
-  const remove = (d: DashboardInfo) => {
-    if (!confirm(`Delete dashboard ${d.title}?`)) return;
-    void act.run(() => api(`/api/dashboard/${d.id.id}`, { method: 'DELETE' })).then(list.reload);
-  };
-  const create = (e: Event) => {
-    e.preventDefault();
-    const title = String(new FormData(e.currentTarget as HTMLFormElement).get('title'));
-    void act.run(async () => {
-      const d = await api<Dashboard>('/api/dashboard', { body: emptyDashboard(title) });
-      navigate(`/dashboards/${d.id?.id}`);
-    });
-  };
   return (
-    <section>
-      <div class="bar">
-        <h1>Dashboards</h1>
-        {admin && (
+    <ListPage
+      title="Dashboards"
+      actions={
+        admin && (
           <>
-            <button type="button" onClick={() => setImporting(true)}>
-              Import dashboard
-            </button>
-            <button type="button" class="primary" onClick={() => setCreating(true)}>
-              Add dashboard
-            </button>
+            <BarButton label="Import dashboard" onClick={() => setImporting(true)} />
+            <BarButton primary label="Add dashboard" onClick={() => setCreating(true)} />
           </>
-        )}
-      </div>
-      <ErrorText error={list.error || act.error} />
-      <table aria-label="Dashboards">
-        <thead>
-          <tr>
-            <th>Title</th>
-            {admin && <th>Actions</th>}
-          </tr>
-        </thead>
-        <tbody>
-          {list.data?.data.map((d) => (
-            <tr key={d.id.id}>
-              <td>
-                <Link href={`/dashboards/${d.id.id}`}>{d.title}</Link>
-              </td>
-              {admin && (
-                <td>
-                  <button type="button" onClick={() => remove(d)}>
-                    Delete
-                  </button>
-                </td>
-              )}
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      {list.data?.data.length === 0 && <p>No dashboards.</p>}
-      <Paging page={page} hasNext={list.data?.hasNext ?? false} onPage={setPage} />
+        )
+      }
+      error={act.error}
+      label="Dashboards"
+      list={list}
+      rowKey={(d) => d.id.id}
+      empty="No dashboards."
+      columns={[
+        { title: 'Title', cell: (d) => <Link href={`/dashboards/${d.id.id}`}>{d.title}</Link> },
+        admin && {
+          title: 'Actions',
+          cell: (d) => (
+            <DeleteButton
+              act={act}
+              what={`dashboard ${d.title}`}
+              path={`/api/dashboard/${d.id.id}`}
+              then={list.reload}
+            />
+          ),
+        },
+      ]}
+    >
       {importing && <ImportDialog onClose={() => setImporting(false)} />}
       {creating && (
-        <Dialog title="Add dashboard" onClose={() => setCreating(false)}>
-          <form class="stack" onSubmit={create}>
-            <label>
-              Title
-              <input name="title" required />
-            </label>
-            <FormButtons onCancel={() => setCreating(false)} busy={act.busy} label="Create" />
-          </form>
-        </Dialog>
+        <FormDialog
+          title="Add dashboard"
+          label="Create"
+          onClose={() => setCreating(false)}
+          onSubmit={async (f) => {
+            const title = String(f.get('title'));
+            const d = await api<Dashboard>('/api/dashboard', { body: emptyDashboard(title) });
+            navigate(`/dashboards/${d.id?.id}`);
+          }}
+        >
+          <Field label="Title" name="title" required />
+        </FormDialog>
       )}
-    </section>
+    </ListPage>
   );
 }
 

@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { mergeInto, TimeChart, toSeries } from '../components/chart.js';
-import { CopyButton, ErrorText, formatTs, useAction, useLoad } from '../components/ui.js';
+import { CopyButton, ErrorText, formatTs, Tabs, useAction, useLoad } from '../components/ui.js';
 import { api, errorText, type PageData, qs } from '../lib/api.js';
 import { isTenantAdmin, useApp } from '../lib/app-context.js';
 import type { AttributeScope, TsData } from '../lib/live.js';
@@ -102,27 +102,7 @@ export function DevicePage(props: { params: Record<string, string> }) {
         </p>
       )}
       <ErrorText error={device.error} />
-      <div role="tablist" class="tabs" aria-label="Device tabs">
-        {tabs.map((t) => (
-          <button
-            key={t}
-            type="button"
-            role="tab"
-            aria-selected={tab === t}
-            onClick={() => setTab(t)}
-            onKeyDown={(e) => {
-              const i = tabs.indexOf(t);
-              const next = e.key === 'ArrowRight' ? i + 1 : e.key === 'ArrowLeft' ? i - 1 : -99;
-              if (next === -99) return;
-              const nt = tabs[(next + tabs.length) % tabs.length];
-              setTab(nt);
-              (e.currentTarget.parentElement?.children[tabs.indexOf(nt)] as HTMLElement)?.focus();
-            }}
-          >
-            {t}
-          </button>
-        ))}
-      </div>
+      <Tabs label="Device tabs" tabs={tabs} tab={tab} onTab={setTab} />
       <div role="tabpanel" aria-label={tab} class="panel">
         {tab === 'Latest telemetry' && <LatestTab id={id} />}
         {tab === 'Chart' && <ChartTab id={id} />}

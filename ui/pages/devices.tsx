@@ -1,11 +1,11 @@
 import { useState } from 'preact/hooks';
+import { BarButton, DeleteButton, ListPage, SearchBox, usePagedList } from '../components/list.js';
 import {
   CopyButton,
   Dialog,
   ErrorText,
   FormButtons,
   formatTs,
-  Paging,
   useAction,
   useLoad,
 } from '../components/ui.js';
@@ -67,7 +67,6 @@ export function accessToken(deviceId: string): Promise<string> {
 export function DevicesPage() {
   const { user } = useApp();
   const admin = isTenantAdmin(user);
-  const [page, setPage] = useState(0);
   const [search, setSearch] = useState('');
   const [editing, setEditing] = useState<Device | 'new' | null>(null);
   const del = useAction();
@@ -76,90 +75,67 @@ export function DevicesPage() {
     !d.customerId || d.customerId.id === NULL_ID
       ? 'Tenant'
       : (customers.data?.find((c) => c.id.id === d.customerId?.id)?.title ?? '');
-  const list = useLoad(
-    () =>
-      api<PageData<Device>>(
-        devicesPath(
-          admin ? undefined : user.customerId?.id,
-          qs({
-            pageSize: 20,
-            page,
-            textSearch: search || undefined,
-            sortProperty: 'name',
-            sortOrder: 'ASC',
-          }),
-        ),
+  const list = usePagedList<Device>(
+    (page) =>
+      devicesPath(
+        admin ? undefined : user.customerId?.id,
+        qs({
+          pageSize: 20,
+          page,
+          textSearch: search || undefined,
+          sortProperty: 'name',
+          sortOrder: 'ASC',
+        }),
       ),
-    [page, search],
+    [search],
   );
-  const remove = async (d: Device) => {
-    if (!confirm(`Delete device ${d.name}?`)) return;
-    if (await del.run(() => api(`/api/device/${d.id.id}`, { method: 'DELETE' }))) list.reload();
-  };
   return (
-    <section>
-      <div class="bar">
-        <h1>Devices</h1>
-        <label class="search">
-          Search
-          <input
-            type="search"
+    <ListPage
+      title="Devices"
+      actions={
+        <>
+          <SearchBox
             value={search}
-            onInput={(e) => {
-              setSearch(e.currentTarget.value);
-              setPage(0);
+            onSearch={(v) => {
+              setSearch(v);
+              list.setPage(0);
             }}
           />
-        </label>
-        {admin && (
-          <button type="button" class="primary" onClick={() => setEditing('new')}>
-            Add device
-          </button>
-        )}
-      </div>
-      <ErrorText error={list.error || del.error} />
-      <div class="scroll">
-        <table>
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>Profile</th>
-              {admin && <th class="wide">Owner</th>}
-              <th class="wide">Label</th>
-              <th class="wide">Created</th>
-              <th>Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data?.data.map((d) => (
-              <tr key={d.id.id}>
-                <td>
-                  <Link href={`/devices/${d.id.id}`}>{d.name}</Link>
-                </td>
-                <td>{d.type}</td>
-                {admin && <td class="wide">{owner(d)}</td>}
-                <td class="wide">{d.label}</td>
-                <td class="wide">{formatTs(d.createdTime)}</td>
-                <td class="actions">
-                  {admin && (
-                    <>
-                      <CopyButton label="Copy token" text={() => accessToken(d.id.id)} />
-                      <button type="button" onClick={() => setEditing(d)}>
-                        Edit
-                      </button>
-                      <button type="button" onClick={() => void remove(d)}>
-                        Delete
-                      </button>
-                    </>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
-      {list.data && list.data.data.length === 0 && <p>No devices.</p>}
-      <Paging page={page} hasNext={list.data?.hasNext ?? false} onPage={setPage} />
+          {admin && <BarButton primary label="Add device" onClick={() => setEditing('new')} />}
+        </>
+      }
+      error={del.error}
+      label="Devices"
+      list={list}
+      rowKey={(d) => d.id.id}
+      empty="No devices."
+      columns={[
+        { title: 'Name', cell: (d) => <Link href={`/devices/${d.id.id}`}>{d.name}</Link> },
+        { title: 'Profile', cell: (d) => d.type },
+        admin && { title: 'Owner', wide: true, cell: owner },
+        { title: 'Label', wide: true, cell: (d) => d.label },
+        { title: 'Created', wide: true, cell: (d) => formatTs(d.createdTime) },
+        {
+          title: 'Actions',
+          class: 'actions',
+          cell: (d) =>
+            admin && (
+              <>
+                <CopyButton label="Copy token" text={() => accessToken(d.id.id)} />
+                <button type="button" onClick={() => setEditing(d)}>
+                  Edit
+                </button>
+                <DeleteButton
+                  act={del}
+                  what={`device ${d.name}`}
+                  path={`/api/device/${d.id.id}`}
+                  then={list.reload}
+                />
+              </>
+            ),
+        },
+      ]}
+    >
       {editing && (
         <DeviceDialog
           device={editing === 'new' ? undefined : editing}
@@ -171,7 +147,7 @@ export function DevicesPage() {
           }}
         />
       )}
-    </section>
+    </ListPage>
   );
 }
 

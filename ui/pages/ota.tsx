@@ -1,13 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import {
-  Dialog,
-  ErrorText,
-  FormButtons,
-  formatTs,
-  Paging,
-  useAction,
-  useLoad,
-} from '../components/ui.js';
+import { BarButton, DeleteButton, ListPage, usePagedList } from '../components/list.js';
+import { Dialog, ErrorText, FormButtons, formatTs, useAction, useLoad } from '../components/ui.js';
 import { api, type Id, type PageData, qs } from '../lib/api.js';
 import { useApp } from '../lib/app-context.js';
 
@@ -38,15 +31,11 @@ interface Profile {
 }
 
 export function OtaPage() {
-  const [page, setPage] = useState(0);
   const [uploading, setUploading] = useState(false);
   const [progressOf, setProgressOf] = useState<OtaPackage | null>(null);
-  const list = useLoad(
-    () =>
-      api<PageData<OtaPackage>>(
-        `/api/otaPackages${qs({ pageSize: 20, page, sortProperty: 'createdTime', sortOrder: 'DESC' })}`,
-      ),
-    [page],
+  const list = usePagedList<OtaPackage>(
+    (page) =>
+      `/api/otaPackages${qs({ pageSize: 20, page, sortProperty: 'createdTime', sortOrder: 'DESC' })}`,
   );
   const profiles = useLoad(
     () => api<PageData<Profile>>(`/api/deviceProfiles${qs({ pageSize: 100, page: 0 })}`),
@@ -70,70 +59,53 @@ export function OtaPage() {
     return (pkg.type === 'FIRMWARE' ? p?.firmwareId?.id : p?.softwareId?.id) === pkg.id.id;
   };
   return (
-    <section class="stack">
-      <div class="bar">
-        <h1>OTA packages</h1>
-        <button type="button" class="primary" onClick={() => setUploading(true)}>
-          Upload package
-        </button>
-      </div>
-      <ErrorText error={list.error || act.error} />
-      <div class="scroll">
-        <table aria-label="OTA packages">
-          <thead>
-            <tr>
-              <th>Title</th>
-              <th>Version</th>
-              <th>Type</th>
-              <th>Profile</th>
-              <th class="wide">File</th>
-              <th class="wide">Created</th>
-              <th>Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data?.data.map((p) => (
-              <tr key={p.id.id}>
-                <td>{p.title}</td>
-                <td>{p.version}</td>
-                <td>{p.type}</td>
-                <td>{profileName(p.deviceProfileId?.id)}</td>
-                <td class="wide">
-                  {p.fileName} {p.dataSize ? `(${p.dataSize} B)` : ''}
-                </td>
-                <td class="wide">{formatTs(p.createdTime)}</td>
-                <td class="actions">
-                  {assigned(p) ? (
-                    <span class="badge ok">Assigned</span>
-                  ) : (
-                    <button type="button" onClick={() => assign(p)} disabled={!p.deviceProfileId}>
-                      Assign to profile
-                    </button>
-                  )}
-                  <button type="button" onClick={() => setProgressOf(p)}>
-                    Progress
-                  </button>
-                  <a href={`/api/otaPackage/${p.id.id}/download`} download>
-                    Download
-                  </a>
-                  <button
-                    type="button"
-                    onClick={() =>
-                      confirm(`Delete ${p.title} ${p.version}?`) &&
-                      void act
-                        .run(() => api(`/api/otaPackage/${p.id.id}`, { method: 'DELETE' }))
-                        .then(list.reload)
-                    }
-                  >
-                    Delete
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
-      <Paging page={page} hasNext={list.data?.hasNext ?? false} onPage={setPage} />
+    <ListPage
+      title="OTA packages"
+      actions={<BarButton primary label="Upload package" onClick={() => setUploading(true)} />}
+      error={act.error}
+      label="OTA packages"
+      list={list}
+      rowKey={(p) => p.id.id}
+      columns={[
+        { title: 'Title', cell: (p) => p.title },
+        { title: 'Version', cell: (p) => p.version },
+        { title: 'Type', cell: (p) => p.type },
+        { title: 'Profile', cell: (p) => profileName(p.deviceProfileId?.id) },
+        {
+          title: 'File',
+          wide: true,
+          cell: (p) => `${p.fileName ?? ''} ${p.dataSize ? `(${p.dataSize} B)` : ''}`,
+        },
+        { title: 'Created', wide: true, cell: (p) => formatTs(p.createdTime) },
+        {
+          title: 'Actions',
+          class: 'actions',
+          cell: (p) => (
+            <>
+              {assigned(p) ? (
+                <span class="badge ok">Assigned</span>
+              ) : (
+                <button type="button" onClick={() => assign(p)} disabled={!p.deviceProfileId}>
+                  Assign to profile
+                </button>
+              )}
+              <button type="button" onClick={() => setProgressOf(p)}>
+                Progress
+              </button>
+              <a href={`/api/otaPackage/${p.id.id}/download`} download>
+                Download
+              </a>
+              <DeleteButton
+                act={act}
+                what={`${p.title} ${p.version}`}
+                path={`/api/otaPackage/${p.id.id}`}
+                then={list.reload}
+              />
+            </>
+          ),
+        },
+      ]}
+    >
       {progressOf && (
         <Progress pkg={progressOf} profile={profileName(progressOf.deviceProfileId?.id)} />
       )}
@@ -147,7 +119,7 @@ export function OtaPage() {
           }}
         />
       )}
-    </section>
+    </ListPage>
   );
 }
 

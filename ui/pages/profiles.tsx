@@ -1,14 +1,7 @@
 import { useState } from 'preact/hooks';
-import {
-  Check,
-  Dialog,
-  ErrorText,
-  FormButtons,
-  Paging,
-  useAction,
-  useLoad,
-} from '../components/ui.js';
-import { api, type Id, type PageData, qs } from '../lib/api.js';
+import { BarButton, Field, FormDialog, ListPage, usePagedList } from '../components/list.js';
+import { Check, ErrorText, useAction, useLoad } from '../components/ui.js';
+import { api, type Id, qs } from '../lib/api.js';
 import { Link, navigate } from '../lib/router.js';
 
 /**
@@ -160,71 +153,46 @@ function newAlarm(): AlarmDef {
 }
 
 export function ProfilesPage() {
-  const [page, setPage] = useState(0);
   const [creating, setCreating] = useState(false);
-  const list = useLoad(
-    () =>
-      api<PageData<Profile>>(
-        `/api/deviceProfiles${qs({ pageSize: 20, page, sortProperty: 'name', sortOrder: 'ASC' })}`,
-      ),
-    [page],
+  const list = usePagedList<Profile>(
+    (page) =>
+      `/api/deviceProfiles${qs({ pageSize: 20, page, sortProperty: 'name', sortOrder: 'ASC' })}`,
   );
-  const create = useAction();
-  const submit = (e: Event) => {
-    e.preventDefault();
-    const name = String(new FormData(e.currentTarget as HTMLFormElement).get('name'));
-    void create.run(async () => {
-      const p = await api<Profile>('/api/deviceProfile', {
-        body: { name, type: 'DEFAULT', transportType: 'DEFAULT', profileData: { alarms: [] } },
-      });
-      navigate(`/profiles/${p.id?.id}`);
-    });
-  };
   return (
-    <section>
-      <div class="bar">
-        <h1>Device profiles</h1>
-        <button type="button" class="primary" onClick={() => setCreating(true)}>
-          Add profile
-        </button>
-      </div>
-      <ErrorText error={list.error} />
-      <table aria-label="Device profiles">
-        <thead>
-          <tr>
-            <th>Name</th>
-            <th>Alarm rules</th>
-            <th class="wide">Transport</th>
-            <th>Default</th>
-          </tr>
-        </thead>
-        <tbody>
-          {list.data?.data.map((p) => (
-            <tr key={p.id?.id}>
-              <td>
-                <Link href={`/profiles/${p.id?.id}`}>{p.name}</Link>
-              </td>
-              <td>{p.profileData?.alarms?.length ?? 0}</td>
-              <td class="wide">{p.transportType}</td>
-              <td>{p.default ? 'Yes' : ''}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      <Paging page={page} hasNext={list.data?.hasNext ?? false} onPage={setPage} />
+    <ListPage
+      title="Device profiles"
+      actions={<BarButton primary label="Add profile" onClick={() => setCreating(true)} />}
+      label="Device profiles"
+      list={list}
+      rowKey={(p) => p.id?.id ?? p.name}
+      columns={[
+        { title: 'Name', cell: (p) => <Link href={`/profiles/${p.id?.id}`}>{p.name}</Link> },
+        { title: 'Alarm rules', cell: (p) => p.profileData?.alarms?.length ?? 0 },
+        { title: 'Transport', wide: true, cell: (p) => p.transportType },
+        { title: 'Default', cell: (p) => (p.default ? 'Yes' : '') },
+      ]}
+    >
       {creating && (
-        <Dialog title="Add profile" onClose={() => setCreating(false)}>
-          <form class="stack" onSubmit={submit}>
-            <label>
-              Name
-              <input name="name" required />
-            </label>
-            <ErrorText error={create.error} />
-            <FormButtons onCancel={() => setCreating(false)} busy={create.busy} label="Create" />
-          </form>
-        </Dialog>
+        <FormDialog
+          title="Add profile"
+          label="Create"
+          onClose={() => setCreating(false)}
+          onSubmit={async (f) => {
+            const p = await api<Profile>('/api/deviceProfile', {
+              body: {
+                name: String(f.get('name')),
+                type: 'DEFAULT',
+                transportType: 'DEFAULT',
+                profileData: { alarms: [] },
+              },
+            });
+            navigate(`/profiles/${p.id?.id}`);
+          }}
+        >
+          <Field label="Name" name="name" required />
+        </FormDialog>
       )}
-    </section>
+    </ListPage>
   );
 }
 

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
-import { ErrorText, JsonImportDialog, Paging, useAction, useLoad } from '../components/ui.js';
-import { api, errorText, type Id, type PageData, qs } from '../lib/api.js';
+import { BarButton, DeleteButton, ListPage, usePagedList } from '../components/list.js';
+import { ErrorText, JsonImportDialog, useAction, useLoad } from '../components/ui.js';
+import { api, errorText, type Id, qs } from '../lib/api.js';
 import { Link } from '../lib/router.js';
 
 /**
@@ -43,14 +44,10 @@ function download(name: string, data: unknown): void {
 }
 
 export function RuleChainsPage() {
-  const [page, setPage] = useState(0);
   const [importing, setImporting] = useState(false);
-  const list = useLoad(
-    () =>
-      api<PageData<RuleChain>>(
-        `/api/ruleChains${qs({ pageSize: 20, page, sortProperty: 'name', sortOrder: 'ASC' })}`,
-      ),
-    [page],
+  const list = usePagedList<RuleChain>(
+    (page) =>
+      `/api/ruleChains${qs({ pageSize: 20, page, sortProperty: 'name', sortOrder: 'ASC' })}`,
   );
   const act = useAction();
   const exportChain = (c: RuleChain) =>
@@ -58,64 +55,49 @@ export function RuleChainsPage() {
       download(`${c.name}.json`, await api(`/api/ruleChain/${c.id.id}/export`)),
     );
   return (
-    <section>
-      <div class="bar">
-        <h1>Rule chains</h1>
-        <button type="button" onClick={() => setImporting(true)}>
-          Import rule chain
-        </button>
-      </div>
-      <ErrorText error={list.error || act.error} />
-      <table aria-label="Rule chains">
-        <thead>
-          <tr>
-            <th>Name</th>
-            <th>Root</th>
-            <th>Actions</th>
-          </tr>
-        </thead>
-        <tbody>
-          {list.data?.data.map((c) => (
-            <tr key={c.id.id}>
-              <td>
-                <Link href={`/rule-chains/${c.id.id}`}>{c.name}</Link>
-              </td>
-              <td>{c.root ? 'Root' : ''}</td>
-              <td class="actions">
-                {!c.root && (
-                  <button
-                    type="button"
-                    onClick={() =>
-                      void act
-                        .run(() => api(`/api/ruleChain/${c.id.id}/root`, { method: 'POST' }))
-                        .then(list.reload)
-                    }
-                  >
-                    Make root
-                  </button>
-                )}
-                <button type="button" onClick={() => exportChain(c)}>
-                  Export
+    <ListPage
+      title="Rule chains"
+      actions={<BarButton label="Import rule chain" onClick={() => setImporting(true)} />}
+      error={act.error}
+      label="Rule chains"
+      list={list}
+      rowKey={(c) => c.id.id}
+      columns={[
+        { title: 'Name', cell: (c) => <Link href={`/rule-chains/${c.id.id}`}>{c.name}</Link> },
+        { title: 'Root', cell: (c) => (c.root ? 'Root' : '') },
+        {
+          title: 'Actions',
+          class: 'actions',
+          cell: (c) => (
+            <>
+              {!c.root && (
+                <button
+                  type="button"
+                  onClick={() =>
+                    void act
+                      .run(() => api(`/api/ruleChain/${c.id.id}/root`, { method: 'POST' }))
+                      .then(list.reload)
+                  }
+                >
+                  Make root
                 </button>
-                {!c.root && (
-                  <button
-                    type="button"
-                    onClick={() =>
-                      confirm(`Delete rule chain ${c.name}?`) &&
-                      void act
-                        .run(() => api(`/api/ruleChain/${c.id.id}`, { method: 'DELETE' }))
-                        .then(list.reload)
-                    }
-                  >
-                    Delete
-                  </button>
-                )}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      <Paging page={page} hasNext={list.data?.hasNext ?? false} onPage={setPage} />
+              )}
+              <button type="button" onClick={() => exportChain(c)}>
+                Export
+              </button>
+              {!c.root && (
+                <DeleteButton
+                  act={act}
+                  what={`rule chain ${c.name}`}
+                  path={`/api/ruleChain/${c.id.id}`}
+                  then={list.reload}
+                />
+              )}
+            </>
+          ),
+        },
+      ]}
+    >
       {importing && (
         <ImportChain
           onClose={() => setImporting(false)}
@@ -125,7 +107,7 @@ export function RuleChainsPage() {
           }}
         />
       )}
-    </section>
+    </ListPage>
   );
 }
 
