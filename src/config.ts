@@ -695,7 +695,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 10,
     max: 60_000,
     default: 500,
-    help: 'Time limit of one rule-node script call; a script still running is stopped (Failure)',
+    help: 'CPU time limit of one rule-node script call (time the machine spends elsewhere does not count); a script still running is stopped (Failure)',
   },
   {
     path: 'rules.scriptMemoryMb',

@@ -21,21 +21,38 @@ export const MAX_ARGS_CHARS = 100_000;
 export const MAX_RESULT_CHARS = 300_000;
 
 export interface ScriptLimits {
-  /** Wall time of one call before it is interrupted (TB's TBEL default: 500 ms). */
+  /**
+   * CPU time one call may spend before it is interrupted (TB's TBEL default: 500 ms). It is the
+   * gateway thread's CPU time, not wall time: a loaded machine that keeps the process waiting
+   * does not use it up, a script that loops does.
+   */
   readonly timeoutMs: number;
   /** Heap of one script's runtime (TB's TBEL default: 8 MiB). */
   readonly memoryBytes: number;
+  /** CPU time a compile may spend (see COMPILE_TIMEOUT_MS). */
+  readonly compileTimeoutMs: number;
 }
 
-export const DEFAULT_SCRIPT_LIMITS: ScriptLimits = { timeoutMs: 500, memoryBytes: 8 * 1024 * 1024 };
-
 /**
- * Wall time a compile may take. A compile runs no script code, only the wrapper that defines
+ * CPU time a compile may spend. A compile runs no script code, only the wrapper that defines
  * the function, so it is not held to the call limit: on a starved machine (or arm64 under
- * qemu) compiling the default root chain's script took over 500 ms and the gateway did not
- * start. It still has a bound, for a body that closes its function and runs code at top level.
+ * qemu) compiling the default root chain's script took over 500 ms of wall time and the
+ * gateway did not start. It still has a bound, for a body that closes its function and runs
+ * code at top level.
  */
 export const COMPILE_TIMEOUT_MS = 5_000;
+
+export const DEFAULT_SCRIPT_LIMITS: ScriptLimits = {
+  timeoutMs: 500,
+  memoryBytes: 8 * 1024 * 1024,
+  compileTimeoutMs: COMPILE_TIMEOUT_MS,
+};
+
+/** CPU time of this thread, in ms (user and system). */
+function threadCpuMs(): number {
+  const u = process.threadCpuUsage();
+  return (u.user + u.system) / 1000;
+}
 
 /** A script that does not compile; `line` is 1-based within the script body. */
 export class ScriptCompileError extends Error {
@@ -96,7 +113,10 @@ export class CompiledScript {
   #runtime!: QuickJSRuntime;
   #context!: QuickJSContext;
   #fn!: QuickJSHandle;
-  #deadline = 0;
+  /** CPU time the running call or compile may spend; 0 when none runs. */
+  #limitMs = 0;
+  /** Thread CPU time at the first interrupt poll of the running call; -1 before it. */
+  #cpuStart = -1;
   #disposed = false;
 
   constructor(
@@ -108,15 +128,35 @@ export class CompiledScript {
     this.#build();
   }
 
+  /**
+   * QuickJS polls this every few thousand operations of a running script (a short call is
+   * never polled, so it costs nothing). The clock starts at the first poll: what ran before it
+   * is a few thousand operations, and a call that is never polled cannot run away.
+   */
+  #interrupt(): boolean {
+    if (this.#limitMs === 0) return false;
+    const now = threadCpuMs();
+    if (this.#cpuStart < 0) {
+      this.#cpuStart = now;
+      return false;
+    }
+    return now - this.#cpuStart > this.#limitMs;
+  }
+
+  #limit(ms: number): void {
+    this.#limitMs = ms;
+    this.#cpuStart = -1;
+  }
+
   #build(): void {
     const runtime = this.module.newRuntime();
     runtime.setMemoryLimit(this.limits.memoryBytes);
     runtime.setMaxStackSize(256 * 1024);
-    runtime.setInterruptHandler(() => this.#deadline !== 0 && Date.now() > this.#deadline);
+    runtime.setInterruptHandler(() => this.#interrupt());
     const context = runtime.newContext();
-    this.#deadline = Date.now() + Math.max(this.limits.timeoutMs, COMPILE_TIMEOUT_MS);
+    this.#limit(Math.max(this.limits.timeoutMs, this.limits.compileTimeoutMs));
     const result = context.evalCode(wrap(this.body, this.argNames), 'script.js');
-    this.#deadline = 0;
+    this.#limit(0);
     if (result.error) {
       const err = context.dump(result.error) as {
         name?: string;
@@ -151,12 +191,12 @@ export class CompiledScript {
       );
     const ctx = this.#context;
     const handles = jsonArgs.map((a) => ctx.newString(a));
-    this.#deadline = Date.now() + this.limits.timeoutMs;
+    this.#limit(this.limits.timeoutMs);
     let result: ReturnType<QuickJSContext['callFunction']>;
     try {
       result = ctx.callFunction(this.#fn, ctx.undefined, ...handles);
     } finally {
-      this.#deadline = 0;
+      this.#limit(0);
       for (const h of handles) h.dispose();
     }
     if (result.error) {
@@ -167,7 +207,9 @@ export class CompiledScript {
           ? `${err.name ?? 'Error'}: ${err.message ?? ''}`
           : String(err);
       if (/interrupted/.test(message)) {
-        throw new ScriptRuntimeError(`script stopped after ${this.limits.timeoutMs} ms`);
+        throw new ScriptRuntimeError(
+          `script stopped after ${this.limits.timeoutMs} ms of CPU time`,
+        );
       }
       if (/out of memory/.test(message)) {
         // @NOTE: a runtime that hit its memory limit may hold garbage the script left in globals;
