@@ -5,11 +5,13 @@
  * A new endpoint joins by adding a row to `ROWS`: method, path template (`{id}` is the target),
  * body, the target set, and one status per caller and target, in the order of that set. Path and
  * body may also name the fixture's other entities (`{A}`, `{B}`, `{tenant}`, `{userA}`, the
- * root rule chain `{rootChain}`); an endpoint that takes no entity id runs on the pseudo-target
+ * root rule chain `{rootChain}`, two of the tenant admin's inbox notifications `{note}` and
+ * `{note2}`); an endpoint that takes no entity id runs on the pseudo-target
  * set `none`. Rows run concurrently
  * (two RPC rows wait for the 5 s minimum RPC timeout); every row must leave the fixture as it
  * found it, so a destructive call (delete, update, owner change) sets `fresh`: each cell then
  * runs on its own throwaway device, made by the tenant admin to stand in for the target.
+ * Every row is also called with no token: 401.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -35,7 +37,7 @@ const TARGETS = {
 type TargetSet = keyof typeof TARGETS;
 
 interface Row {
-  readonly method: 'GET' | 'POST' | 'DELETE';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   /** `{id}` is replaced by the target's id. */
   readonly path: string;
   readonly body?: unknown;
@@ -89,6 +91,8 @@ const UNASSIGN = { ...MANAGE, tenantAdmin: [400, 200, 400, 400] };
 /** Status per caller for a row `on: 'none'`. */
 /** A connector id that exists nowhere. */
 const NO_CONNECTOR = '0b5b2b7e-3c55-4f4e-9d0e-2a7c1b9e4f10';
+/** An id of nothing (notification targets, templates, rules). */
+const NO_ID = '00000000-0000-4000-8000-000000000000';
 
 const ANY = (tenantAdmin: number, userA: number, userB: number) => ({
   tenantAdmin: [tenantAdmin],
@@ -467,6 +471,87 @@ export const ROWS: readonly Row[] = [
     on: 'none',
     expect: ANY(404, 403, 403),
   },
+  { method: 'GET', path: '/api/scheduler/jobs', on: 'none', expect: ANY(200, 403, 403) },
+  // The notification center's configuration is the tenant administrator's (issue 14 §7); invalid
+  // bodies and unknown ids change nothing.
+  ...['target', 'template', 'rule'].flatMap((kind): Row[] => [
+    {
+      method: 'GET',
+      path: `/api/notification/${kind}s?${PAGE}`,
+      on: 'none',
+      expect: ANY(200, 403, 403),
+    },
+    {
+      method: 'POST',
+      path: `/api/notification/${kind}`,
+      body: {},
+      on: 'none',
+      expect: ANY(400, 403, 403),
+    },
+    {
+      method: 'GET',
+      path: `/api/notification/${kind}/${NO_ID}`,
+      on: 'none',
+      expect: ANY(404, 403, 403),
+    },
+    {
+      method: 'DELETE',
+      path: `/api/notification/${kind}/${NO_ID}`,
+      on: 'none',
+      expect: ANY(404, 403, 403),
+    },
+  ]),
+  {
+    method: 'POST',
+    path: '/api/notification/request',
+    body: {},
+    on: 'none',
+    expect: ANY(400, 403, 403),
+  },
+  {
+    method: 'GET',
+    path: `/api/notification/deliveries?${PAGE}`,
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
+  { method: 'GET', path: '/api/notification/stats', on: 'none', expect: ANY(200, 403, 403) },
+  // The inbox: every user has one and reaches only their own notifications.
+  { method: 'GET', path: `/api/notifications?${PAGE}`, on: 'none', expect: ANY(200, 200, 200) },
+  {
+    method: 'GET',
+    path: '/api/notifications/unread/count',
+    on: 'none',
+    expect: ANY(200, 200, 200),
+  },
+  { method: 'PUT', path: '/api/notifications/read', on: 'none', expect: ANY(200, 200, 200) },
+  { method: 'PUT', path: '/api/notification/{note}/read', on: 'none', expect: ANY(200, 404, 404) },
+  // Only the admin's cell deletes it; no other row names `{note2}`.
+  { method: 'DELETE', path: '/api/notification/{note2}', on: 'none', expect: ANY(200, 404, 404) },
+  // System settings (mail, SMS; none saved here: 404) and their test messages: the tenant
+  // administrator's.
+  { method: 'GET', path: '/api/admin/settings/mail', on: 'none', expect: ANY(404, 403, 403) },
+  { method: 'GET', path: '/api/admin/settings/sms', on: 'none', expect: ANY(404, 403, 403) },
+  {
+    method: 'POST',
+    path: '/api/admin/settings',
+    body: { key: 'mail' },
+    on: 'none',
+    expect: ANY(400, 403, 403),
+  },
+  {
+    method: 'POST',
+    path: '/api/admin/settings/testMail',
+    body: {},
+    on: 'none',
+    expect: ANY(400, 403, 403),
+  },
+  {
+    method: 'POST',
+    path: '/api/admin/settings/testSms',
+    body: {},
+    on: 'none',
+    expect: ANY(400, 403, 403),
+  },
 ];
 
 describe('access matrix: every REST endpoint × caller × entity', {
@@ -476,7 +561,10 @@ describe('access matrix: every REST endpoint × caller × entity', {
   const tokens = {} as Record<Caller, string>;
   const ids = {} as Record<(typeof TARGETS)[TargetSet][number], string>;
   /** The fixture's other entities, by their placeholder in paths and bodies. */
-  const refs = {} as Record<'A' | 'B' | 'tenant' | 'userA' | 'rootChain', string>;
+  const refs = {} as Record<
+    'A' | 'B' | 'tenant' | 'userA' | 'rootChain' | 'note' | 'note2',
+    string
+  >;
   /** Makes a device that stands in for a device target (tenant-owned, owned by A, or shared). */
   let throwaway: (target: string) => Promise<string>;
   /** The device target each alarm target is raised on. */
@@ -546,6 +634,12 @@ describe('access matrix: every REST endpoint × caller × entity', {
       data: Array<{ id: { id: string }; root: boolean }>;
     };
     refs.rootChain = data.find((c) => c.root)?.id.id ?? '';
+    // The default notification rule put each new alarm into the tenant admin's inbox.
+    const inbox = await t.api(`/api/notifications?${PAGE}`, { token: admin });
+    const notes = ((await inbox.json()) as { data: Array<{ id: { id: string } }> }).data;
+    assert.ok(notes.length >= 2, `the admin's inbox has ${notes.length} notifications`);
+    refs.note = notes[0].id.id;
+    refs.note2 = notes[1].id.id;
     // @NOTE: shared throwaways join the fixture's shared groups; rows only assert statuses, so the
     // extra members change no other row's result.
     throwaway = async (target) => {
@@ -577,7 +671,7 @@ describe('access matrix: every REST endpoint × caller × entity', {
               const id = row.fresh ? await throwaway(target) : ids[target];
               const fill = (text: string) =>
                 text.replace(
-                  /\{(id|A|B|tenant|userA|rootChain)\}/g,
+                  /\{(id|A|B|tenant|userA|rootChain|note2|note)\}/g,
                   (_, name: keyof typeof refs | 'id') => (name === 'id' ? id : refs[name]),
                 );
               const res = await t.api(fill(row.path), {
@@ -595,4 +689,27 @@ describe('access matrix: every REST endpoint × caller × entity', {
       assert.deepEqual(actual, row.expect, `columns: ${targets.join(', ')}`);
     });
   }
+
+  it('refuses every row with no token: 401', async () => {
+    const statuses = await Promise.all(
+      ROWS.map(async (row) => {
+        const fill = (text: string) =>
+          text.replace(/\{(\w+)\}/g, (_, name: string) =>
+            name === 'id'
+              ? ids[TARGETS[row.on][0] as keyof typeof ids]
+              : refs[name as keyof typeof refs],
+          );
+        const res = await t.api(fill(row.path), {
+          method: row.method,
+          body: row.body === undefined ? undefined : JSON.parse(fill(JSON.stringify(row.body))),
+        });
+        await res.arrayBuffer();
+        return `${row.method} ${row.path} ${res.status}`;
+      }),
+    );
+    assert.deepEqual(
+      statuses.filter((s) => !s.endsWith(' 401')),
+      [],
+    );
+  });
 });
