@@ -16,6 +16,7 @@ import type { SharedDeviceAccess } from './auth/authorization.js';
 import { DeviceAuthThrottle } from './auth/device-auth-throttle.js';
 import { ClaimService } from './claims/claim-service.js';
 import { ServerClock } from './common/clock.js';
+import { joinHooks, laterHook } from './common/commit-hook.js';
 import type { Config, Secrets } from './config.js';
 import { registerConnectorMetrics } from './connectors/connector-metrics.js';
 import { ConnectorService } from './connectors/connector-service.js';
@@ -102,7 +103,7 @@ import { MqttServer } from './transports/mqtt/mqtt-server.js';
 import { GsmModem } from './transports/serial/gsm-modem.js';
 import { SerialLineConnector } from './transports/serial/serial-reader.js';
 import { WsApi } from './transports/ws/ws-api.js';
-import { laterHook, UpstreamService } from './upstream/upstream-service.js';
+import { UpstreamService } from './upstream/upstream-service.js';
 import { UserService } from './users/user-service.js';
 import { VERSION } from './version.js';
 
@@ -798,6 +799,7 @@ function messageProcessor(s: Services, _loggers: Loggers): MessageProcessor {
 }
 
 const PUSH_TO_CLOUD_NODE = 'org.thingsboard.rule.engine.edge.TbMsgPushToCloudNode';
+const DEVICE_PROFILE_NODE = 'org.thingsboard.rule.engine.profile.TbDeviceProfileNode';
 
 /** A client-side RPC reaches the root chain as `TO_SERVER_RPC_REQUEST`; nothing else answers. */
 const RULE_CHAINS_ANSWER: ClientRpcRouter = () => {};
@@ -857,11 +859,17 @@ async function buildServices(
   // attributes and RPC, built below.
   let upstream: UpstreamService | undefined;
   const upstreamOn = config.upstream.url !== '';
+  // Device uplinks are evaluated for alarms in their own commit (docs/alarms.md); the engine is
+  // built below.
+  let inCommitAlarms: AlarmEngine | undefined;
   const telemetry = new TelemetryService({
-    // Device uplinks only: a server-side write reaches the cloud through the push node.
-    inCommit: upstreamOn
-      ? (items) => upstream?.telemetryHook.write(items.filter((i) => i.uplink))
-      : undefined,
+    // Device uplinks only: a server-side write reaches the cloud through the push node and the
+    // alarm engine through the Device Profile node.
+    inCommit: (items) => {
+      const uplinks = items.filter((i) => i.uplink);
+      if (upstreamOn) upstream?.telemetryHook.write(uplinks);
+      inCommitAlarms?.telemetryHook.write(uplinks);
+    },
     db,
     bus,
     devices,
@@ -871,6 +879,7 @@ async function buildServices(
       hooks.onCommitTiming?.(ms, ok);
       // A rolled-back commit took its outbox rows with it: the outbox recounts.
       if (upstreamOn) upstream?.telemetryHook.settled(ok);
+      inCommitAlarms?.telemetryHook.settled(ok);
     },
     limits: { ...TELEMETRY_LIMITS, maxStoredBytes: config.limits.requestStoredBytes },
     // Server timestamps never run backwards when the wall clock jumps (common/clock.ts).
@@ -883,7 +892,10 @@ async function buildServices(
     bus,
     log: loggers.attributes,
     maxRequestStoredBytes: config.limits.requestStoredBytes,
-    inCommit: upstreamOn ? laterHook(() => upstream?.attributesHook) : undefined,
+    inCommit: joinHooks(
+      upstreamOn ? laterHook(() => upstream?.attributesHook) : undefined,
+      laterHook(() => inCommitAlarms?.attributesHook),
+    ),
   });
   attributes.start();
   const rpc = new RpcService({ db, devices, tenants, bus, log: loggers.rpc, now: clock.now });
@@ -1003,6 +1015,7 @@ async function buildServices(
     checkIntervalMs: overrides.alarmCheckIntervalMs,
   });
   alarmEngine.start();
+  inCommitAlarms = alarmEngine;
   const alarmRetention = new AlarmRetention({
     alarms,
     log: loggers.alarms,
@@ -1044,6 +1057,9 @@ async function buildServices(
   rules.start();
   cloud.setPushDecision((deviceId, msgType) =>
     rules.engine.reaches(deviceId, msgType, PUSH_TO_CLOUD_NODE),
+  );
+  alarmEngine.setInCommitDecision((deviceId, msgType) =>
+    rules.engine.reaches(deviceId, msgType, DEVICE_PROFILE_NODE, true),
   );
   cloud.start();
   const scheduler = new Scheduler({ log: loggers.rules });

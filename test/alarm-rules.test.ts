@@ -91,7 +91,9 @@ describe('DURATION and REPEATING with a controlled clock', () => {
     const dir = await mkdtemp(join(tmpdir(), 'edge-gw-alarm-crash-'));
     try {
       // @NOTE: a processor that drops every message: the reading is committed but never
-      // evaluated, as if the gateway crashed right after the commit.
+      // evaluated, as if the gateway crashed right after the commit. A server-side write: it is
+      // evaluated after its commit, by the Device Profile node (a device's own reading is
+      // evaluated inside its commit, test/alarms-in-commit.test.ts).
       let t = await startGateway({ dataDir: dir, messageProcessor: { process: () => undefined } });
       const profileId = await createProfile(t, 'Crashy', [
         {
@@ -101,7 +103,11 @@ describe('DURATION and REPEATING with a controlled clock', () => {
         },
       ]);
       const d = await createProfiledDevice(t, 'crashy-1', profileId);
-      await publish(t, d.token, { t: 35 });
+      const saved = await t.api(`/api/plugins/telemetry/DEVICE/${d.id}/timeseries/ANY`, {
+        token: await t.adminToken(),
+        body: { t: 35 },
+      });
+      assert.equal(saved.status, 200);
       await waitFor(async () => (await latest(t, d.id, 't')) === 35);
       assert.deepEqual(await alarmsOf(t, d.id), []);
       await t.close(false);

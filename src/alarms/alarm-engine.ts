@@ -1,10 +1,12 @@
 import type { Logger } from 'pino';
+import type { ClientAttributesItem } from '../attributes/attribute-service.js';
 import type { OwnerAttributeService } from '../attributes/owner-attributes.js';
 import {
   ATTRIBUTE_SCOPES,
   type AttributeScope,
   type TypedAttributeKv,
 } from '../attributes/types.js';
+import type { CommitHook } from '../common/commit-hook.js';
 import { NULL_UUID } from '../common/entity.js';
 import type { Db } from '../db/open.js';
 import {
@@ -19,9 +21,11 @@ import type { DeviceProfile } from '../devices/device-profile-service.js';
 import type { Device } from '../devices/device-service.js';
 import type { EventBus } from '../events.js';
 import type { GatewayMsg, MessageProcessor } from '../messages/types.js';
+import { entryValue } from '../telemetry/telemetry-parser.js';
 import type { TimeseriesQuery } from '../telemetry/telemetry-query.js';
 import type { TimeseriesResult } from '../telemetry/telemetry-service.js';
-import type { AlarmService, AlarmTx } from './alarm-service.js';
+import type { CommittedItem } from '../telemetry/telemetry-writer.js';
+import type { AlarmService, AlarmTx, DeferredAlarmEvents } from './alarm-service.js';
 import {
   type DataSource,
   type EvalResult,
@@ -123,6 +127,23 @@ export interface AlarmEngineStats {
   readonly failures: number;
   readonly evicted: number;
   readonly stateWrites: number;
+  /** Device uplinks evaluated inside the commit that stored them. */
+  readonly inCommit: number;
+}
+
+/**
+ * Whether a device's message of a type is evaluated inside its commit (its chain reaches the
+ * Device Profile node through nothing but message-type routing, `RuleEngine.reaches`).
+ */
+export type InCommitDecision = (deviceId: string, msgType: string) => boolean;
+
+const TELEMETRY = 'POST_TELEMETRY_REQUEST';
+const ATTRIBUTES = 'POST_ATTRIBUTES_REQUEST';
+
+/** What the evaluations inside one commit left for after it: events, and the devices touched. */
+interface CommitBatch {
+  readonly events: DeferredAlarmEvents[];
+  readonly devices: Set<string>;
 }
 
 const OWNER = 'alarm-engine';
@@ -217,13 +238,21 @@ export class AlarmEngine implements MessageProcessor {
   #flushScheduled = false;
   #timer: NodeJS.Timeout | undefined;
   #checkpointAt = 0;
-  #stats = { evaluations: 0, failures: 0, evicted: 0, stateWrites: 0 };
+  #stats = { evaluations: 0, failures: 0, evicted: 0, stateWrites: 0, inCommit: 0 };
+  #inCommitFor: InCommitDecision = () => false;
+  /** Set while a commit hook evaluates: rule state is written there, not at the end of the turn. */
+  #inCommit = false;
+  /** The evaluations of the commit running now, settled by the hook's `settled`. */
+  #batch: CommitBatch | undefined;
+  #commitFailureLogged = false;
+  readonly #savepoint: (fn: () => void) => void;
 
   constructor(private readonly deps: AlarmEngineDeps) {
     this.#store = new RuleStateStore(deps.db);
     this.#flushAll = deps.db.transaction((states: DeviceState[], all: boolean) => {
       for (const d of states) this.#writeStates(d, all);
     });
+    this.#savepoint = deps.db.transaction((fn: () => void) => fn());
   }
 
   #now(): number {
@@ -286,8 +315,129 @@ export class AlarmEngine implements MessageProcessor {
     }
   }
 
+  /**
+   * Which device uplinks the commit hooks evaluate (the rule engine's answer, known once the
+   * chains are loaded); the Device Profile node then passes those messages on without evaluating
+   * them again. Until it is set, nothing is evaluated in a commit.
+   */
+  setInCommitDecision(decide: InCommitDecision): void {
+    this.#inCommitFor = decide;
+  }
+
+  /**
+   * Device telemetry, evaluated inside the group commit that stores it (TelemetryWriter's
+   * `inCommit`): the alarm, its rule state and its notification outbox rows commit with the
+   * reading, so its acknowledgement implies the alarm is visible. Alarm events go out after it.
+   */
+  readonly telemetryHook: CommitHook<CommittedItem> = {
+    write: (items) =>
+      this.#inCommitEval(items, TELEMETRY, (d, item) => {
+        for (const [ts, values] of groupByTs(item.points, (p) => [p.key, entryValue(p)]))
+          this.#apply(d, { ts, kind: 'TS', values });
+      }),
+    settled: (ok) => this.#settled(ok),
+  };
+
+  /** A device's own client attributes, evaluated inside the transaction that saves them. */
+  readonly attributesHook: CommitHook<ClientAttributesItem> = {
+    write: (items) =>
+      this.#inCommitEval(items, ATTRIBUTES, (d, item) => {
+        const values = new Map<string, unknown>();
+        for (const kv of item.values)
+          values.set(kv.key, typeof kv.value === 'bigint' ? Number(kv.value) : kv.value);
+        this.#apply(d, { ts: item.ts, kind: 'ATTR', scope: 'CLIENT_SCOPE', values });
+      }),
+    settled: (ok) => this.#settled(ok),
+  };
+
+  /**
+   * Evaluates each item's device inside the caller's transaction. A device whose evaluation
+   * fails is rolled back to its savepoint alone (its alarm writes and rule state), counted and
+   * logged once, and its cached state dropped; the reading still commits.
+   */
+  #inCommitEval<T extends { readonly deviceId: string }>(
+    items: readonly T[],
+    msgType: string,
+    apply: (d: DeviceState, item: T) => void,
+  ): void {
+    this.#batch ??= { events: [], devices: new Set() };
+    const batch = this.#batch;
+    this.#inCommit = true;
+    try {
+      const events = this.deps.alarms.deferEvents(() => {
+        for (const item of items) {
+          if (!this.#inCommitFor(item.deviceId, msgType)) continue;
+          batch.devices.add(item.deviceId);
+          try {
+            const d = this.#state(item.deviceId);
+            if (!d) continue;
+            this.#stats.inCommit++;
+            apply(d, item);
+            if (d.dirty.size > 0) this.#savepoint(() => this.#writeStates(d, false));
+          } catch (err) {
+            // SQLite ended the whole transaction (a full disk): the commit itself fails.
+            if (!this.deps.db.inTransaction) throw err;
+            this.#inCommitFailed(item.deviceId, err);
+          }
+        }
+      });
+      if (events.length > 0) batch.events.push(events);
+    } finally {
+      this.#inCommit = false;
+    }
+  }
+
+  #inCommitFailed(deviceId: string, err: unknown): void {
+    this.#stats.failures++;
+    this.#drop(deviceId);
+    if (this.#commitFailureLogged) return;
+    this.#commitFailureLogged = true;
+    this.deps.log.error(
+      { err, deviceId },
+      'alarm evaluation failed in the commit of a reading: its alarm writes were rolled back, the ' +
+        'reading committed (logged once; counted in edge_alarm_engine_failures_total)',
+    );
+  }
+
+  /**
+   * After the commit: its alarm events go on the bus and to the rule chains on the next turn
+   * (after the devices' acknowledgements). Rolled back: the events are dropped and the devices'
+   * cached states, now ahead of the database, are reloaded on their next message.
+   */
+  #settled(ok: boolean): void {
+    const batch = this.#batch;
+    this.#batch = undefined;
+    if (!batch) return;
+    if (!ok) {
+      for (const id of batch.devices) this.#drop(id);
+      return;
+    }
+    if (batch.events.length === 0) return;
+    setImmediate(() => {
+      for (const events of batch.events) this.deps.alarms.publish(events);
+    });
+  }
+
+  /** Forgets a device's cached state without writing it (it is reloaded from SQLite). */
+  #drop(id: string): void {
+    const d = this.#devices.get(id);
+    if (!d) return;
+    this.#dirty.delete(d);
+    this.#seen.delete(d);
+    this.#devices.delete(id);
+    this.#timed.delete(id);
+  }
+
   /** The one processing entry point. Never throws: failures are logged and counted. */
   process(msg: GatewayMsg): void {
+    // A device uplink the commit hooks evaluated with its commit is not evaluated twice.
+    if (
+      msg.committed &&
+      (msg.type === TELEMETRY || msg.type === ATTRIBUTES) &&
+      msg.originator.entityType === 'DEVICE' &&
+      this.#inCommitFor(msg.originator.id, msg.type)
+    )
+      return;
     try {
       this.#process(msg);
     } catch (err) {
@@ -358,15 +508,10 @@ export class AlarmEngine implements MessageProcessor {
     const metaTs = Number(msg.metadata.ts);
     const fallback = Number.isFinite(metaTs) && metaTs > 0 ? metaTs : msg.ts;
     // §1.9: a batch is evaluated per timestamp, ascending.
-    const byTs = new Map<number, Map<string, unknown>>();
+    const groups: Array<{ ts: number; values: Record<string, unknown> }> = [];
     const add = (ts: number, values: unknown) => {
-      if (values === null || typeof values !== 'object') return;
-      let m = byTs.get(ts);
-      if (!m) {
-        m = new Map();
-        byTs.set(ts, m);
-      }
-      for (const [k, v] of Object.entries(values as Record<string, unknown>)) m.set(k, v);
+      if (values !== null && typeof values === 'object')
+        groups.push({ ts, values: values as Record<string, unknown> });
     };
     // TIMESERIES_UPDATED carries `{"timeseries": [{"ts", "values"}]}`.
     const body = msg.data as { timeseries?: unknown } | null;
@@ -384,8 +529,11 @@ export class AlarmEngine implements MessageProcessor {
       const item = data as { ts: unknown; values: unknown };
       add(typeof item.ts === 'number' ? item.ts : fallback, item.values);
     } else add(fallback, data);
-    for (const ts of [...byTs.keys()].sort((a, b) => a - b))
-      this.#apply(d, { ts, kind: 'TS', values: byTs.get(ts) });
+    const entries = groups.flatMap((g) =>
+      Object.entries(g.values).map(([key, value]) => ({ ts: g.ts, key, value })),
+    );
+    for (const [ts, values] of groupByTs(entries, (e) => [e.key, e.value]))
+      this.#apply(d, { ts, kind: 'TS', values });
   }
 
   #attributes(deviceId: string, msg: GatewayMsg, scope: AttributeScope): void {
@@ -734,6 +882,8 @@ export class AlarmEngine implements MessageProcessor {
 
   #markDirty(d: DeviceState, ruleId: string): void {
     d.dirty.add(ruleId);
+    // A commit hook writes it in the commit (`#inCommitEval`).
+    if (this.#inCommit) return;
     this.#dirty.add(d);
     if (this.#flushScheduled) return;
     this.#flushScheduled = true;
@@ -890,17 +1040,9 @@ export class AlarmEngine implements MessageProcessor {
           const d = this.#load(this.deps.devices.get(id), profile, skipped);
           if (this.#devices.size < (this.deps.maxDevices ?? 10_000)) this.#devices.set(id, d);
           devices++;
-          const byTs = new Map<number, Map<string, unknown>>();
-          for (const [key, v] of skipped) {
-            let m = byTs.get(v.ts);
-            if (!m) {
-              m = new Map();
-              byTs.set(v.ts, m);
-            }
-            m.set(key, v.value);
-          }
-          for (const ts of [...byTs.keys()].sort((a, b) => a - b)) {
-            this.#apply(d, { ts, kind: 'TS', values: byTs.get(ts) });
+          const latest = [...skipped].map(([key, v]) => ({ key, ts: v.ts, value: v.value }));
+          for (const [ts, values] of groupByTs(latest, (e) => [e.key, e.value])) {
+            this.#apply(d, { ts, kind: 'TS', values });
             replayed++;
           }
           this.#updateTimed(d);
@@ -938,6 +1080,24 @@ export class AlarmEngine implements MessageProcessor {
       if (again) this.#updateTimed(again);
     }
   }
+}
+
+/** Values per timestamp, ascending (§1.9: a batch is evaluated per timestamp, in order). */
+function groupByTs<E extends { readonly ts: number }>(
+  entries: Iterable<E>,
+  kv: (e: E) => readonly [string, unknown],
+): Array<[number, Map<string, unknown>]> {
+  const byTs = new Map<number, Map<string, unknown>>();
+  for (const e of entries) {
+    let m = byTs.get(e.ts);
+    if (!m) {
+      m = new Map();
+      byTs.set(e.ts, m);
+    }
+    const [k, v] = kv(e);
+    m.set(k, v);
+  }
+  return [...byTs].sort((a, b) => a[0] - b[0]);
 }
 
 function sameValue(a: unknown, b: unknown): boolean {

@@ -28,9 +28,11 @@ export function registerAlarmMetrics(
     ['failures', 'Alarm evaluations or rule-state writes that failed'],
     ['evicted', 'Device rule states evicted from memory at the bound'],
     ['stateWrites', 'Alarm rule-state rows written'],
+    ['inCommit', 'Device uplinks evaluated inside the commit that stored them'],
   ] as const) {
+    const name = { stateWrites: 'state_writes', inCommit: 'in_commit' }[key as string] ?? key;
     metrics.gauge({
-      name: `edge_alarm_engine_${key === 'stateWrites' ? 'state_writes' : key}_total`,
+      name: `edge_alarm_engine_${name}_total`,
       help,
       type: 'counter',
       collect: () => engine.stats[key],

@@ -92,6 +92,9 @@ export interface AlarmTx {
   clear(alarmId: string, details?: unknown): AlarmEvent | undefined;
 }
 
+/** Alarm events of savepoints that wait for the outer commit (`AlarmService.deferEvents`). */
+export type DeferredAlarmEvents = readonly unknown[];
+
 interface Pending {
   readonly event: AlarmEvent;
   /** Caused by a device-profile rule (an `ALARM` message), not by a user. */
@@ -245,6 +248,8 @@ export class AlarmService {
   readonly #tx: (fn: () => unknown) => unknown;
   /** Events of the transaction running now; emitted after it commits. */
   #pending: Pending[] | undefined;
+  /** Set by `deferEvents`: where committed savepoints' events wait for the outer commit. */
+  #deferred: Pending[] | undefined;
   #commentsTrimmed = 0;
   #trimLogged = false;
   #quiet = false;
@@ -319,8 +324,33 @@ export class AlarmService {
       this.#pending = undefined;
       this.#quiet = false;
     }
-    for (const p of pending) this.#publish(p);
+    if (this.#deferred) this.#deferred.push(...pending);
+    else for (const p of pending) this.#publish(p);
     return result;
+  }
+
+  /**
+   * Runs `fn` inside a transaction the caller already holds (a telemetry or attribute commit).
+   * Each `transact` call made within is a savepoint of that transaction: if it throws, its writes
+   * and its events are rolled back alone. The events of those that succeed are returned instead of
+   * emitted: the caller hands them to `publish` once its own transaction has committed, or drops
+   * them if it rolled back.
+   */
+  deferEvents(fn: () => void): DeferredAlarmEvents {
+    const outer = this.#deferred;
+    const events: Pending[] = [];
+    this.#deferred = events;
+    try {
+      fn();
+    } finally {
+      this.#deferred = outer;
+    }
+    return events;
+  }
+
+  /** Emits events that `deferEvents` kept (bus, then `submit`), after their commit. */
+  publish(events: DeferredAlarmEvents): void {
+    for (const p of events as Pending[]) this.#publish(p);
   }
 
   readonly #txApi: AlarmTx = {

@@ -14,7 +14,7 @@ import type { ChangeSource, EventBus } from '../events.js';
 import type { OtaChunk, OtaService, OtaType } from '../ota/ota-service.js';
 import type { ProvisionResponse, ProvisionService } from '../provisioning/provision-service.js';
 import type { ClientRpcService } from '../rpc/client-rpc.js';
-import type { TsEntry } from '../telemetry/telemetry-parser.js';
+import { entryValue, type TsEntry } from '../telemetry/telemetry-parser.js';
 import type { TelemetryService } from '../telemetry/telemetry-service.js';
 import { MessagePipeline, type MessagePipelineStats, type PendingMsg } from './message-pipeline.js';
 import type { EntityRef, GatewayMsg, MessageProcessor, MsgType } from './types.js';
@@ -541,12 +541,6 @@ function byTs<P extends { readonly key: string; readonly ts: number }>(
     put(data, p.key, value(p));
   }
   return [...groups].sort((a, b) => a[0] - b[0]);
-}
-
-/** A stored point as JSON: JSON values parsed, a LONG beyond 2^53 as the nearest number. */
-function entryValue(p: TsEntry): unknown {
-  if (p.kind === 'json') return JSON.parse(p.value as string) as unknown;
-  return typeof p.value === 'bigint' ? Number(p.value) : p.value;
 }
 
 /** Sets a key as plain data (a `__proto__` key stays a key, as the JSON parser keeps it). */

@@ -114,8 +114,12 @@ class LoadedChain {
 const SWITCH = 'org.thingsboard.rule.engine.filter.TbMsgTypeSwitchNode';
 const TYPE_FILTER = 'org.thingsboard.rule.engine.filter.TbMsgTypeFilterNode';
 
-/** Breadth-first from the first node: is a node of `nodeType` reachable by a `msgType` message? */
-function reachable(chain: LoadedChain, msgType: string, nodeType: string): boolean {
+/**
+ * Breadth-first from the first node: is a node of `nodeType` reachable by a `msgType` message?
+ * `direct`: only through message type switches and filters, so that the message arrives there
+ * surely and unchanged.
+ */
+function reachable(chain: LoadedChain, msgType: string, nodeType: string, direct = false): boolean {
   const { nodes } = chain.def;
   const first = chain.def.firstNodeIndex;
   if (first === null || !nodes[first]) return false;
@@ -125,6 +129,7 @@ function reachable(chain: LoadedChain, msgType: string, nodeType: string): boole
     const i = todo.pop() as number;
     const node = nodes[i];
     if (node.type === nodeType) return true;
+    if (direct && node.type !== SWITCH && node.type !== TYPE_FILTER) continue;
     let labels: Iterable<string> = chain.routes[i].keys();
     if (node.type === SWITCH) labels = [TYPE_LABELS[msgType] ?? 'Other'];
     else if (node.type === TYPE_FILTER) {
@@ -211,15 +216,17 @@ export class RuleEngine implements MessageProcessor {
    * Whether a message of this type from this device can reach a node of `nodeType` in the chain
    * that handles it: message type switches and filters are followed by the type, other nodes by
    * every relation (their conditions are not evaluated). The upstream outbox decides with it at
-   * commit time what the chain will push (docs/upstream.md).
+   * commit time what the chain will push (docs/upstream.md). `direct`: only through message type
+   * switches and filters, the message unchanged on its way (the alarm engine evaluates device
+   * uplinks in their commit for such chains, docs/alarms.md).
    */
-  reaches(deviceId: string, msgType: string, nodeType: string): boolean {
+  reaches(deviceId: string, msgType: string, nodeType: string, direct = false): boolean {
     const chain = this.#chains.get(this.#chainOf(deviceId) ?? '');
     if (!chain) return false;
-    const key = `${nodeType}|${msgType}`;
+    const key = `${nodeType}|${msgType}|${direct}`;
     let answer = chain.reach.get(key);
     if (answer === undefined) {
-      answer = reachable(chain, msgType, nodeType);
+      answer = reachable(chain, msgType, nodeType, direct);
       chain.reach.set(key, answer);
     }
     return answer;

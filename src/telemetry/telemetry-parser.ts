@@ -32,6 +32,12 @@ export interface TsEntry {
   readonly value: boolean | number | bigint | string;
 }
 
+/** A stored point as JSON: JSON values parsed, a LONG beyond 2^53 as the nearest number. */
+export function entryValue(p: TsEntry): unknown {
+  if (p.kind === 'json') return JSON.parse(p.value as string) as unknown;
+  return typeof p.value === 'bigint' ? Number(p.value) : p.value;
+}
+
 /** Limits of one telemetry payload. A payload over any of them is refused as a whole. */
 export interface TelemetryLimits {
   /** Longest key, in characters. */

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
 import type { AttributeService, ClientAttributesItem } from '../attributes/attribute-service.js';
+import type { CommitHook } from '../common/commit-hook.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/open.js';
 import type { DeviceIdentity } from '../devices/device-service.js';
@@ -41,23 +42,6 @@ export interface UpstreamStatus {
   readonly rejectedTotal: number;
   readonly lastError: string | null;
   readonly lastConnectedTs: number | null;
-}
-
-/**
- * The part of a commit that the outbox takes: `write` runs inside the commit's transaction,
- * `settled` after it (committed or rolled back).
- */
-export interface CommitHook<T> {
-  write(items: readonly T[]): void;
-  settled(ok: boolean): void;
-}
-
-/** A hook that forwards to one made later (the service is built after the services it hooks). */
-export function laterHook<T>(get: () => CommitHook<T> | undefined): CommitHook<T> {
-  return {
-    write: (items) => get()?.write(items),
-    settled: (ok) => get()?.settled(ok),
-  };
 }
 
 export type PushDecision = (deviceId: string, msgType: string) => boolean;

@@ -338,7 +338,9 @@ export const rpcRequest: NodeSpec = {
 /**
  * The device-profile node: hands each message to the alarm engine (issue 13) when it is wired
  * (`services.profileAlarms`), then sends it on `Success`, as ThingsBoard's node does. The alarm
- * engine's own messages (`ALARM`, created/updated/cleared) come through the entry point.
+ * engine's own messages (`ALARM`, created/updated/cleared) come through the entry point. A
+ * device uplink the engine already evaluated inside its commit is not evaluated again (the engine
+ * decides, `AlarmEngine.process`; docs/alarms.md).
  */
 export const deviceProfile: NodeSpec = {
   type: `${PREFIX}profile.TbDeviceProfileNode`,
