@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';
 import type { GatewayMsg, MessageProcessor } from '../src/messages/types.js';
-import { coapRequest } from './helpers/coap.js';
+import { coapObserve, coapRequest } from './helpers/coap.js';
 import {
   ADMIN_EMAIL,
   createDevice,
@@ -56,6 +56,15 @@ function assertDeviceMsg(msg: GatewayMsg, dev: Dev, name: string): void {
   assert.equal(msg.metadata.deviceType, dev.type);
   assert.match(msg.id, /^[0-9a-f-]{36}$/);
   assert.equal(typeof msg.ts, 'number');
+}
+
+/** platform.md §7.4: the device state as event data, without `active`. */
+function assertConnectEvent(connect: GatewayMsg, dev: Dev, name: string): void {
+  assertDeviceMsg(connect, dev, name);
+  assert.equal(connect.metadata.scope, 'SERVER_SCOPE');
+  const data = connect.data as Record<string, unknown>;
+  assert.ok((data.lastConnectTime as number) > 0);
+  assert.equal('active' in data, false, 'platform.md §7.4: no `active` in CONNECT_EVENT');
 }
 
 describe('one way in: every device message reaches the processing entry point', () => {
@@ -219,17 +228,53 @@ describe('one way in: every device message reaches the processing entry point', 
   it('MQTT connect and disconnect: CONNECT_EVENT, ACTIVITY_EVENT, DISCONNECT_EVENT', async () => {
     const dev = await device(t, 'msg-connect');
     const client = await mqttConnect(t.gw.ports.mqtt, { username: dev.token });
-    const [connect] = await collector.wait(dev.id, 'CONNECT_EVENT');
-    assertDeviceMsg(connect, dev, 'msg-connect');
-    assert.equal(connect.metadata.scope, 'SERVER_SCOPE');
-    const data = connect.data as Record<string, unknown>;
-    assert.ok((data.lastConnectTime as number) > 0);
-    assert.equal('active' in data, false, 'platform.md §7.4: no `active` in CONNECT_EVENT');
+    assertConnectEvent((await collector.wait(dev.id, 'CONNECT_EVENT'))[0], dev, 'msg-connect');
     const [activity] = await collector.wait(dev.id, 'ACTIVITY_EVENT');
     assert.equal((activity.data as { active: boolean }).active, true);
     await client.endAsync();
     const [disconnect] = await collector.wait(dev.id, 'DISCONNECT_EVENT');
     assert.ok(((disconnect.data as Record<string, number>).lastDisconnectTime ?? 0) > 0);
+  });
+
+  it('CoAP: the first observation opens the session (CONNECT_EVENT), the end of the last closes it (DISCONNECT_EVENT)', async () => {
+    const dev = await device(t, 'msg-coap-session');
+    const port = t.gw.ports.coap;
+    const live = () => t.gw.coapObservations.live;
+    const base = live();
+    // A plain request is a sync session in ThingsBoard: activity, no connect event.
+    const posted = await coapRequest({
+      port,
+      method: 'POST',
+      pathname: `/api/v1/${dev.token}/telemetry`,
+      payload: '{"a":1}',
+    });
+    assert.equal(posted.code, '2.01');
+    await collector.wait(dev.id, 'POST_TELEMETRY_REQUEST');
+    assert.equal(collector.of(dev.id, 'CONNECT_EVENT').length, 0);
+
+    const attrs = await coapObserve({ port, pathname: `/api/v1/${dev.token}/attributes` });
+    const [connect] = await collector.wait(dev.id, 'CONNECT_EVENT');
+    assertConnectEvent(connect, dev, 'msg-coap-session');
+    const rpc = await coapObserve({ port, pathname: `/api/v1/${dev.token}/rpc` });
+    await waitFor(() => live() === base + 2, 10_000, 'two observations');
+
+    attrs.close();
+    await waitFor(() => live() === base + 1, 10_000, 'the attribute observation ended');
+    t.gw.services.messages.flush();
+    assert.equal(collector.of(dev.id, 'CONNECT_EVENT').length, 1, 'one session for both');
+    assert.equal(collector.of(dev.id, 'DISCONNECT_EVENT').length, 0, 'the RPC one still observes');
+
+    rpc.close();
+    const [disconnect] = await collector.wait(dev.id, 'DISCONNECT_EVENT');
+    assertDeviceMsg(disconnect, dev, 'msg-coap-session');
+    assert.ok(((disconnect.data as Record<string, number>).lastDisconnectTime ?? 0) > 0);
+    assert.equal(live(), base);
+
+    // A new observation is a new session.
+    const again = await coapObserve({ port, pathname: `/api/v1/${dev.token}/attributes` });
+    await collector.wait(dev.id, 'CONNECT_EVENT', 2);
+    again.close();
+    await collector.wait(dev.id, 'DISCONNECT_EVENT', 2);
   });
 
   it('REST writes: ATTRIBUTES_UPDATED/DELETED with scope and user, TIMESERIES_UPDATED/DELETED', async () => {

@@ -80,6 +80,8 @@ export class DeviceMessageService {
   readonly #deps: DeviceMessageServiceDeps;
   readonly #pipeline: MessagePipeline;
   readonly #info = new Map<string, DeviceInfo>();
+  /** Live observations per device (`observe`): a device with any has a session. */
+  readonly #observing = new Map<string, number>();
 
   constructor(deps: DeviceMessageServiceDeps) {
     this.#deps = deps;
@@ -389,6 +391,33 @@ export class DeviceMessageService {
   disconnected(device: DeviceIdentity): void {
     this.#deps.activity.disconnected(device);
     this.#sessionEvent(device, 'DISCONNECT_EVENT');
+  }
+
+  /**
+   * A device's observation started (CoAP `Observe: 0` on attributes or RPC, device-api.md §10).
+   * As ThingsBoard's CoAP transport, a device has a session while it observes anything: its first
+   * observation opens it (`connected`: CONNECT_EVENT), the end of its last one closes it
+   * (`disconnected`: DISCONNECT_EVENT), whatever ended it (`Observe: 1`, a RST, a notification
+   * not acknowledged, its lifetime, a bound, the gateway stopping). Plain requests are
+   * ThingsBoard's sync sessions: activity, no connect event. Returns the end of this
+   * observation (safe to call twice).
+   */
+  observe(device: DeviceIdentity): () => void {
+    const live = this.#observing.get(device.id) ?? 0;
+    this.#observing.set(device.id, live + 1);
+    if (live === 0) this.connected(device);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const left = (this.#observing.get(device.id) ?? 1) - 1;
+      if (left > 0) {
+        this.#observing.set(device.id, left);
+        return;
+      }
+      this.#observing.delete(device.id);
+      this.disconnected(device);
+    };
   }
 
   /** platform.md §7.4: the device state as it is now, without `active`. */

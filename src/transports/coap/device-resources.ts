@@ -404,9 +404,11 @@ function observe(
 ): { set: (sub: { unsubscribe(): void }) => void } | undefined {
   let subscription: { unsubscribe(): void } | undefined;
   let ended = false;
+  let session: (() => void) | undefined;
   const release = () => {
     ended = true;
     subscription?.unsubscribe();
+    session?.();
   };
   const key = ctx.observations.key(ctx.req, device.id, resource);
   if (!ctx.observations.add(key, ctx.req, ctx.res, release)) {
@@ -415,6 +417,9 @@ function observe(
     ctx.res.end();
     return undefined;
   }
+  // The device's session (CONNECT_EVENT / DISCONNECT_EVENT) is the core's to decide.
+  session = ctx.core.messages.observe(device);
+  if (ended) session();
   return {
     set: (sub) => {
       subscription = sub;
