@@ -1,7 +1,8 @@
 /**
  * Benchmark of issue 13: the alarm engine under device load. Usage:
  *   npm run bench:alarms [-- --devices 1000 --rate 5000 --duration 20 --warmup 3 --procs 2
- *                            --probes 100 --bundle dist/edge-gateway.mjs --no-build]
+ *                            --probes 100 --bundle dist/edge-gateway.mjs --no-build
+ *                            --before /path/to/main/edge-gateway.mjs]
  *
  * 1. Ingest, same gateway process, same devices, one run: `--devices` MQTT devices (in `--procs`
  *    generator child processes) publish QoS 1 telemetry at `--rate` msg/s in total, first with no
@@ -11,7 +12,10 @@
  *    the gateway's CPU per 1,000 messages; the target is a rate drop ≤ 15 %.
  * 2. Alarm visibility, during phase B: `--probes` other devices each send one reading that raises
  *    the SIMPLE alarm; from its PUBACK (sent after the commit) the bench polls
- *    `GET /api/alarm/DEVICE/{id}` until the alarm is there. Target p99 ≤ 5 ms.
+ *    `GET /api/alarm/DEVICE/{id}` until the alarm is there. Target p99 ≤ 5 ms. Between the publish
+ *    and its PUBACK, pairs of REST reads (telemetry, then alarms) count how often the reading was
+ *    visible before its alarm: the commit → alarm window, measured rather than assumed.
+ *    `--before <bundle>` runs another build first with the same arguments (side by side).
  * 3. Rule-state memory, in this process: a gateway made with `createGateway`, the same profile
  *    and device count, every device given readings that leave DURATION and REPEATING progress;
  *    the V8 heap after a full GC, before and after. Target ≤ 20 MB.
@@ -216,6 +220,13 @@ interface ProbeResult {
   readonly firstRead: number;
   /** Probes whose alarm was not visible within PROBE_GIVE_UP_MS (dropped on the way). */
   readonly missing: number;
+  /**
+   * Commit → alarm visible, measured over REST: between the publish and its PUBACK, pairs of
+   * reads (the reading's telemetry, then the device's alarms). `committed`: pairs whose first
+   * read already showed the reading; `withoutAlarm`: of those, pairs whose second read (later)
+   * still showed no alarm — the reading was committed and visible before its alarm.
+   */
+  readonly pairs: { committed: number; withoutAlarm: number; total: number };
 }
 
 /** A probe whose alarm is not visible after this long is counted as missing. */
@@ -235,7 +246,16 @@ async function probe(
   const server = new Histogram();
   let firstRead = 0;
   let missing = 0;
+  const pairs = { committed: 0, withoutAlarm: 0, total: 0 };
   const gap = spreadMs / Math.max(1, probes.length);
+  const readingVisible = async (id: string) => {
+    const res = await fetch(
+      `${baseUrl}/api/plugins/telemetry/DEVICE/${id}/values/timeseries?keys=temperature`,
+      { headers: { 'X-Authorization': `Bearer ${token}` } },
+    );
+    const body = (await res.json()) as { temperature?: Array<{ value: unknown }> };
+    return body.temperature?.[0]?.value != null;
+  };
   const read = async (id: string) => {
     const res = await fetch(`${baseUrl}/api/alarm/DEVICE/${id}?pageSize=1&page=0`, {
       headers: { 'X-Authorization': `Bearer ${token}` },
@@ -257,7 +277,20 @@ async function probe(
       cl.once('connect', () => resolve(cl));
       cl.once('error', reject);
     });
-    await c.publishAsync(TOPIC, '{"temperature":35,"humidity":50,"vibration":1}', { qos: 1 });
+    let pubacked = false;
+    const publishing = c
+      .publishAsync(TOPIC, '{"temperature":35,"humidity":50,"vibration":1}', { qos: 1 })
+      .then(() => {
+        pubacked = true;
+      });
+    while (!pubacked) {
+      const visible = await readingVisible(p.id);
+      const alarm = await read(p.id);
+      pairs.total++;
+      if (visible) pairs.committed++;
+      if (visible && !alarm) pairs.withoutAlarm++;
+    }
+    await publishing;
     const acked = performance.now();
     for (let tries = 0; ; tries++) {
       const alarm = await read(p.id);
@@ -278,7 +311,7 @@ async function probe(
     rest.record(performance.now() - t0);
     await sleep(gap);
   }
-  return { visible, rest, server, firstRead, missing };
+  return { visible, rest, server, firstRead, missing, pairs };
 }
 
 async function ingest(opts: {
@@ -290,8 +323,10 @@ async function ingest(opts: {
   probes: number;
   bundle?: string;
   build: boolean;
+  label: string;
 }): Promise<void> {
   if (opts.build) buildBundle();
+  console.log(`  ${opts.label}: ${opts.bundle ?? 'this build'}, load average ${loadAverage()}`);
   const gw = await startGatewayProcess([], {}, opts.bundle);
   const children: ChildProcess[] = [];
   try {
@@ -384,7 +419,7 @@ async function ingest(opts: {
     );
     console.log(`  queues after phase B: ${await queueFigures(baseUrl, admin)}`);
     if (probed) {
-      const { visible, rest, server, firstRead, missing } = probed;
+      const { visible, rest, server, firstRead, missing, pairs } = probed;
       const p99 = visible.quantile(0.99);
       console.log(
         `  alarm visible over REST after the PUBACK (${visible.total} probes): p50 ` +
@@ -395,6 +430,11 @@ async function ingest(opts: {
           `${rest.quantile(0.5).toFixed(2)} ms, p99 ${rest.quantile(0.99).toFixed(2)} ms; in the ` +
           `gateway, reading received → alarm committed: p50 ${server.quantile(0.5).toFixed(0)} ms, ` +
           `p99 ${server.quantile(0.99).toFixed(0)} ms, max ${server.max.toFixed(0)} ms`,
+      );
+      console.log(
+        `  commit → alarm visible, over REST before the PUBACK: ${pairs.total} read pairs, ` +
+          `${pairs.committed} showed the reading committed, ${pairs.withoutAlarm} of those had ` +
+          `no alarm yet (0 = the alarm is visible as soon as the reading is)`,
       );
     }
   } finally {
@@ -493,6 +533,8 @@ async function main(): Promise<void> {
       probes: { type: 'string', default: '100' },
       /** Another build of the gateway (e.g. main's), to compare side by side. */
       bundle: { type: 'string' },
+      /** A build to run first with the same arguments (before/after side by side in one run). */
+      before: { type: 'string' },
       'no-build': { type: 'boolean', default: false },
       'no-memory': { type: 'boolean', default: false },
     },
@@ -500,15 +542,20 @@ async function main(): Promise<void> {
   const devices = Number(values.devices);
   console.log(`bench:alarms ${new Date().toISOString()}, load average before: ${loadAverage()}`);
   if (!values['no-memory']) await memory(devices);
-  await ingest({
+  const run = {
     devices,
     rate: Number(values.rate),
     durationMs: Number(values.duration) * 1000,
     warmupMs: Number(values.warmup) * 1000,
     procs: Number(values.procs),
     probes: Number(values.probes),
+  };
+  if (values.before) await ingest({ ...run, bundle: values.before, build: false, label: 'before' });
+  await ingest({
+    ...run,
     bundle: values.bundle,
     build: !values['no-build'] && !values.bundle,
+    label: values.before ? 'after' : 'gateway',
   });
   console.log(`  load average after: ${loadAverage()}`);
 }
