@@ -1036,11 +1036,8 @@ async function buildServices(
     profileChainOf: (deviceId, msg) => {
       const type = msg?.metadata.deviceType;
       if (type !== undefined) return profiles.defaultChainOf(type);
-      try {
-        return profiles.defaultChainOf(devices.get(deviceId).type);
-      } catch {
-        return null;
-      }
+      const device = devices.identity(deviceId);
+      return device ? profiles.defaultChainOfProfile(device.profileId) : null;
     },
     alarms,
     systemSmtp: () => notifications.settings.smtp(),

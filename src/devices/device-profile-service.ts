@@ -198,6 +198,8 @@ export class DeviceProfileService {
   #setChain: Statement<[string | null, string]> | undefined;
   /** Profile name -> `defaultRuleChainId`, loaded on first use and after each change. */
   #chainByName: Map<string, string> | undefined;
+  /** The same by profile id (built with `#chainByName`). */
+  #chainById = new Map<string, string>();
   readonly #byName;
   readonly #byKey;
   readonly #default;
@@ -496,16 +498,30 @@ export class DeviceProfileService {
    * Called per message: answered from memory.
    */
   defaultChainOf(name: string): string | null {
+    return this.#chains().get(name) ?? null;
+  }
+
+  /** The same for the profile with this id (a device's `profileId`). */
+  defaultChainOfProfile(profileId: string): string | null {
+    this.#chains();
+    return this.#chainById.get(profileId) ?? null;
+  }
+
+  #chains(): Map<string, string> {
     if (!this.#chainByName) {
       this.#chainByName = new Map();
+      this.#chainById = new Map();
       const rows = this.deps.db
-        .prepare<[], { name: string; chain: string }>(
-          'SELECT name, default_rule_chain_id AS chain FROM device_profile WHERE default_rule_chain_id IS NOT NULL',
+        .prepare<[], { id: string; name: string; chain: string }>(
+          'SELECT id, name, default_rule_chain_id AS chain FROM device_profile WHERE default_rule_chain_id IS NOT NULL',
         )
         .all();
-      for (const r of rows) this.#chainByName.set(r.name, r.chain);
+      for (const r of rows) {
+        this.#chainByName.set(r.name, r.chain);
+        this.#chainById.set(r.id, r.chain);
+      }
     }
-    return this.#chainByName.get(name) ?? null;
+    return this.#chainByName;
   }
 
   setDefault(id: string): DeviceProfile {

@@ -200,6 +200,8 @@ export class DeviceService {
    * in every request). Cleared whenever a device, its token or its identity changes.
    */
   readonly #byToken = new Map<string, DeviceIdentity>();
+  /** Id → device, for the per-message lookups (rule engine, upstream); cleared like `#byToken`. */
+  readonly #byId = new Map<string, DeviceIdentity>();
 
   constructor(private readonly deps: DeviceServiceDeps) {
     this.#store = new DeviceStore(deps.db);
@@ -233,7 +235,7 @@ export class DeviceService {
         if (opts.accessToken !== undefined)
           this.#setToken(existing.rid, checkToken(opts.accessToken));
       })();
-      this.#byToken.clear();
+      this.#forget();
       const device = this.get(id);
       this.deps.bus.emit('device.updated', { device: { id, name: device.name }, entity: device });
       return device;
@@ -284,7 +286,7 @@ export class DeviceService {
   delete(id: string): void {
     const view = this.#view(id);
     this.#store.delete(id);
-    this.#byToken.clear();
+    this.#forget();
     this.deps.bus.emit('device.deleted', {
       device: { id, name: view.name },
       entity: toDevice(view),
@@ -388,7 +390,7 @@ export class DeviceService {
         }),
       });
     }
-    this.#byToken.clear();
+    this.#forget();
     this.deps.bus.emit('device.credentials', { deviceId: id });
     return this.credentials(id);
   }
@@ -450,8 +452,20 @@ export class DeviceService {
   }
 
   identity(id: string): DeviceIdentity | undefined {
+    const cached = this.#byId.get(id);
+    if (cached) return cached;
     const v = this.#store.byId(id);
-    return v && identityOf(v);
+    if (!v) return undefined;
+    if (this.#byId.size >= TOKEN_CACHE_SIZE) this.#byId.clear();
+    const identity = identityOf(v);
+    this.#byId.set(id, identity);
+    return identity;
+  }
+
+  /** A device, its token or its identity changed: the lookups answer from the database again. */
+  #forget(): void {
+    this.#byToken.clear();
+    this.#byId.clear();
   }
 
   byName(name: string): DeviceIdentity | undefined {

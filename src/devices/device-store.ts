@@ -44,6 +44,14 @@ const SORT_COLUMN: Record<DeviceSort, string> = {
 };
 
 const VIEW = `SELECT d.*, p.name AS profile_name FROM device d JOIN device_profile p ON p.id = d.device_profile_id`;
+/**
+ * One device by a bound key: the profile name by a subquery, not a join. better-sqlite3 builds
+ * SQLite with STAT4, which re-prepares a join whose plan may depend on a bound value on every
+ * run (and better-sqlite3 then builds its row factory anew): about 25 µs per lookup instead of
+ * 3 µs, on the hot path of every message (rule engine, upstream).
+ */
+const ONE = `SELECT d.*, (SELECT p.name FROM device_profile p WHERE p.id = d.device_profile_id) AS profile_name
+  FROM device d`;
 
 /** SQL for devices and their credentials. */
 export class DeviceStore {
@@ -63,11 +71,11 @@ export class DeviceStore {
   #idsOfProfile: Statement<[string], { id: string }> | undefined;
 
   constructor(private readonly db: Db) {
-    this.#byId = db.prepare<[string], DeviceView>(`${VIEW} WHERE d.id = ?`);
-    this.#byName = db.prepare<[string], DeviceView>(`${VIEW} WHERE d.name = ?`);
+    this.#byId = db.prepare<[string], DeviceView>(`${ONE} WHERE d.id = ?`);
+    this.#byName = db.prepare<[string], DeviceView>(`${ONE} WHERE d.name = ?`);
     this.#byToken = db.prepare<[string], DeviceView>(
-      `${VIEW} JOIN device_credentials c ON c.device_rid = d.rid
-       WHERE c.credentials_id = ? AND c.credentials_type = 'ACCESS_TOKEN'`,
+      `${ONE} WHERE d.rid = (SELECT c.device_rid FROM device_credentials c
+         WHERE c.credentials_id = ? AND c.credentials_type = 'ACCESS_TOKEN')`,
     );
     this.#byCredentials = db.prepare<[string, string], DeviceView & { cred_value: string | null }>(
       `SELECT d.*, p.name AS profile_name, c.credentials_value AS cred_value
