@@ -1052,8 +1052,9 @@ async function buildServices(
     },
   });
   rules.start();
-  cloud.setPushDecision((deviceId, msgType) =>
-    rules.engine.reaches(deviceId, msgType, PUSH_TO_CLOUD_NODE),
+  cloud.setPushDecision(
+    (deviceId, msgType) => rules.engine.reaches(deviceId, msgType, PUSH_TO_CLOUD_NODE),
+    () => rules.engine.generation,
   );
   alarmEngine.setInCommitDecision((deviceId, msgType) =>
     rules.engine.reaches(deviceId, msgType, DEVICE_PROFILE_NODE, true),

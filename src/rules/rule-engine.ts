@@ -156,6 +156,7 @@ export class RuleEngine implements MessageProcessor {
   #rootId: string | undefined;
   #started = false;
   #unrouted = 0;
+  #generation = 0;
 
   constructor(private readonly deps: RuleEngineDeps) {
     this.#queueSize = deps.queueSize ?? 10_000;
@@ -164,6 +165,11 @@ export class RuleEngine implements MessageProcessor {
       ...deps.services,
       enqueue: (msg, chainId) => this.#enqueueTo(chainId ?? this.#rootId, { msg, node: -1 }),
     };
+  }
+
+  /** Changes with every chain loaded or unloaded: answers of `reaches` cached by others expire. */
+  get generation(): number {
+    return this.#generation;
   }
 
   /** Loads every chain (builds nodes, starts generators). */
@@ -175,6 +181,7 @@ export class RuleEngine implements MessageProcessor {
   /** Destroys every node; queued messages are dropped (their data is already committed). */
   stop(): void {
     this.#started = false;
+    this.#generation++;
     for (const chain of this.#chains.values()) this.#unload(chain);
     this.#chains.clear();
     this.#rootId = undefined;
@@ -183,6 +190,7 @@ export class RuleEngine implements MessageProcessor {
   /** Reloads one chain after it was saved, or unloads it after it was deleted. */
   reload(chainId: string): void {
     if (!this.#started) return;
+    this.#generation++;
     const old = this.#chains.get(chainId);
     if (old) this.#unload(old);
     this.#chains.delete(chainId);

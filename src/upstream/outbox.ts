@@ -38,6 +38,11 @@ export interface OutboxCounters {
   readonly rejected: number;
 }
 
+/** Rows per multi-row INSERT in a commit (one statement per chunk size, prepared once). */
+const INSERT_CHUNK = 32;
+/** Device names and profiles remembered for the rows read (cleared when full or on a change). */
+const MAX_NAMES = 10_000;
+
 /** Refused messages kept for inspection; beyond it the oldest are deleted. */
 const MAX_REJECTED = 10_000;
 const KIND_NAMES = { 1: 'telemetry', 2: 'attributes', 3: 'claim' } as const;
@@ -52,8 +57,13 @@ export class Outbox {
   readonly #db: Db;
   readonly #max: number;
   #count = 0;
+  /** Highest seq added (rows beyond a reader's cursor exist only while it is ahead of it). */
+  #lastSeq = 0;
   #counters = { sent: 0, dropped: 0, rejected: 0 };
-  readonly #insert: Statement;
+  /** Multi-row inserts by row count (1..INSERT_CHUNK), prepared on first use. */
+  readonly #inserts: Statement[] = [];
+  readonly #names = new Map<number, { name: string; type: string } | null>();
+  readonly #nameOf: Statement;
   readonly #dropOldest: Statement;
   readonly #bump: Statement;
   readonly #read: Statement;
@@ -62,19 +72,16 @@ export class Outbox {
   constructor(db: Db, maxBacklog: number) {
     this.#db = db;
     this.#max = maxBacklog;
-    this.#insert = db.prepare(
-      'INSERT INTO upstream_outbox (rid, kind, ts, data) VALUES (?, ?, ?, ?)',
+    this.#nameOf = db.prepare(
+      `SELECT d.name, (SELECT p.name FROM device_profile p WHERE p.id = d.device_profile_id) AS type
+         FROM device d WHERE d.rid = ?`,
     );
     this.#dropOldest = db.prepare(
       'DELETE FROM upstream_outbox WHERE seq IN (SELECT seq FROM upstream_outbox ORDER BY seq LIMIT ?)',
     );
     this.#bump = db.prepare('UPDATE upstream_counter SET value = value + ? WHERE name = ?');
     this.#read = db.prepare(
-      `SELECT o.seq, o.rid, o.kind, o.ts, o.data, d.name, p.name AS type
-         FROM upstream_outbox o
-         LEFT JOIN device d ON d.rid = o.rid
-         LEFT JOIN device_profile p ON p.id = d.device_profile_id
-        WHERE o.seq > ? ORDER BY o.seq LIMIT ?`,
+      'SELECT seq, rid, kind, ts, data FROM upstream_outbox WHERE seq > ? ORDER BY seq LIMIT ?',
     );
     this.#deleteRange = db.prepare('DELETE FROM upstream_outbox WHERE seq >= ? AND seq <= ?');
   }
@@ -84,12 +91,20 @@ export class Outbox {
     this.#count = (
       this.#db.prepare('SELECT count(*) AS n FROM upstream_outbox').get() as { n: number }
     ).n;
+    this.#lastSeq =
+      (this.#db.prepare('SELECT max(seq) AS n FROM upstream_outbox').get() as { n: number | null })
+        .n ?? 0;
     for (const r of this.#db.prepare('SELECT name, value FROM upstream_counter').all() as Array<{
       name: keyof OutboxCounters;
       value: number;
     }>) {
       this.#counters[r.name] = r.value;
     }
+  }
+
+  /** The highest seq added so far (0: none); nothing to read after it. */
+  get lastSeq(): number {
+    return this.#lastSeq;
   }
 
   get backlog(): number {
@@ -110,18 +125,31 @@ export class Outbox {
 
   /**
    * Adds messages. Must run inside the transaction that commits their data (the caller's);
-   * beyond the bound the oldest rows go, counted as dropped.
+   * beyond the bound the oldest rows go, counted as dropped. Returns the first row's seq (the
+   * others follow it), 0 for none.
    */
-  add(entries: readonly OutboxEntry[]): void {
-    if (entries.length === 0) return;
-    for (const e of entries) this.#insert.run(e.rid, e.kind, e.ts, e.data);
+  add(entries: readonly OutboxEntry[]): number {
+    if (entries.length === 0) return 0;
+    let last = 0;
+    for (let i = 0; i < entries.length; i += INSERT_CHUNK) {
+      const n = Math.min(INSERT_CHUNK, entries.length - i);
+      const args: Array<number | string> = [];
+      for (let j = i; j < i + n; j++) {
+        const e = entries[j];
+        args.push(e.rid, e.kind, e.ts, e.data);
+      }
+      last = Number(this.#insertOf(n).run(args).lastInsertRowid);
+    }
     this.#count += entries.length;
+    this.#lastSeq = last;
     const over = this.#count - this.#max;
     if (over > 0) {
       const n = this.#dropOldest.run(over).changes;
       this.#count -= n;
       this.#bumpCounter('dropped', n);
     }
+    // AUTOINCREMENT: the rows of one transaction take consecutive seqs, the last one this.
+    return last - entries.length + 1;
   }
 
   /** `add` in a transaction of its own (the push-to-cloud node: its cause is the node's run). */
@@ -134,9 +162,49 @@ export class Outbox {
     }
   }
 
-  /** Up to `limit` rows after `afterSeq`, in send order. */
+  /**
+   * Up to `limit` rows after `afterSeq`, in send order, with their device's name and profile
+   * (null: the device was deleted) from a bounded cache (`forgetNames` on a device change).
+   */
   read(afterSeq: number, limit: number): OutboxRow[] {
-    return this.#read.all(afterSeq, limit) as OutboxRow[];
+    const rows = this.#read.all(afterSeq, limit) as Array<OutboxEntry & { seq: number }>;
+    return rows.map((r) => {
+      const d = this.#device(r.rid);
+      return { ...r, name: d?.name ?? null, type: d?.type ?? null };
+    });
+  }
+
+  /** Rows just added (`add` returned `firstSeq`) as `read` would return them. */
+  rowsOf(entries: readonly OutboxEntry[], firstSeq: number): OutboxRow[] {
+    return entries.map((e, i) => {
+      const d = this.#device(e.rid);
+      return { ...e, seq: firstSeq + i, name: d?.name ?? null, type: d?.type ?? null };
+    });
+  }
+
+  /** A device was renamed, moved to another profile or deleted, or a profile renamed. */
+  forgetNames(): void {
+    this.#names.clear();
+  }
+
+  #device(rid: number): { name: string; type: string } | null {
+    let d = this.#names.get(rid);
+    if (d === undefined) {
+      d = (this.#nameOf.get(rid) as { name: string; type: string } | undefined) ?? null;
+      if (this.#names.size >= MAX_NAMES) this.#names.clear();
+      this.#names.set(rid, d);
+    }
+    return d;
+  }
+
+  #insertOf(n: number): Statement {
+    let st = this.#inserts[n];
+    if (!st) {
+      const values = Array.from({ length: n }, () => '(?, ?, ?, ?)').join(', ');
+      st = this.#db.prepare(`INSERT INTO upstream_outbox (rid, kind, ts, data) VALUES ${values}`);
+      this.#inserts[n] = st;
+    }
+    return st;
   }
 
   /** The cloud acknowledged the publish that carried rows `first`..`last`: they go. */

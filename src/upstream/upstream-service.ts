@@ -51,6 +51,11 @@ const OWNER = 'upstream';
 export const OPT_OUT_KEY = 'upstreamEnabled';
 const READ_AHEAD = 2_000;
 /**
+ * While the outbox is caught up (a steady flow, no backlog), rows wait this long for more to
+ * fill a publish: a few large publishes cost the gateway less than many small ones.
+ */
+const LINGER_MS = 100;
+/**
  * A message the cloud refuses this often on its own is set aside. A publish of several messages
  * that fails twice is sent again one message per publish, to find the one refused.
  */
@@ -96,6 +101,13 @@ export class UpstreamService {
   readonly #enabled: boolean;
   readonly #optOut = new Set<number>();
   #pushes: PushDecision = () => false;
+  #pushesGeneration: () => number = () => 0;
+  /**
+   * `#pushes` answers per device rid (bits: DECIDED_* known, PUSHES_* yes), for the per-message
+   * checks; cleared when the chains (generation), a device or a profile change. Bounded.
+   */
+  readonly #decisions = new Map<number, number>();
+  #decisionsGeneration = -1;
   #client: MqttClient | undefined;
   /** Connection generation: callbacks of a closed connection are ignored. */
   #gen = 0;
@@ -107,9 +119,14 @@ export class UpstreamService {
   #reconnectTimer: NodeJS.Timeout | undefined;
   #paceTimer: NodeJS.Timeout | undefined;
   #pumpScheduled: NodeJS.Immediate | undefined;
+  #lingerTimer: NodeJS.Timeout | undefined;
+  /** When the rows waiting in a caught-up outbox go, full or not (0: none waits). */
+  #lingerUntil = 0;
   /** Last seq read from the outbox; rows after it are not yet read. */
   #cursor = 0;
   #ahead: OutboxRow[] = [];
+  /** Rows added by the commit in progress (its first seq), for `#ahead` once it commits. */
+  #pending: Array<{ first: number; entries: OutboxEntry[] }> = [];
   readonly #inFlight = new Map<number, InFlight>();
   /** Failures of a publish (`first-last` seq) without its PUBACK: refused, or connection cut. */
   readonly #failures = new Map<string, number>();
@@ -145,8 +162,10 @@ export class UpstreamService {
    * Which messages the rule chains push: the rule engine answers whether a push-to-cloud node
    * is reachable for a device's message type (set once the rule engine exists).
    */
-  setPushDecision(decide: PushDecision): void {
+  setPushDecision(decide: PushDecision, generation: () => number = () => 0): void {
     this.#pushes = decide;
+    this.#pushesGeneration = generation;
+    this.#decisions.clear();
   }
 
   /** Loads the outbox and the opted-out devices, connects when a URL is set. */
@@ -168,7 +187,14 @@ export class UpstreamService {
     bus.on(OWNER, 'device.created', ({ device }) => {
       if (this.#connected) this.#announce(this.#localDevices(device.id));
     });
+    const forget = () => {
+      this.outbox.forgetNames();
+      this.#decisions.clear();
+    };
+    bus.on(OWNER, 'device.updated', forget);
+    bus.on(OWNER, 'deviceProfile.updated', forget);
     bus.on(OWNER, 'device.deleted', ({ device }) => {
+      forget();
       if (this.#announced.delete(device.name)) {
         this.#publishControl('v1/gateway/disconnect', { device: device.name });
       }
@@ -182,6 +208,7 @@ export class UpstreamService {
     this.#deps.bus.removeOwner(OWNER);
     clearTimeout(this.#reconnectTimer);
     clearTimeout(this.#paceTimer);
+    clearTimeout(this.#lingerTimer);
     if (this.#pumpScheduled) clearImmediate(this.#pumpScheduled);
     const client = this.#client;
     this.#client = undefined;
@@ -233,7 +260,8 @@ export class UpstreamService {
           const e = entry(item);
           if (e) entries.push({ rid: item.rid, ...e });
         }
-        this.outbox.add(entries);
+        const first = this.outbox.add(entries);
+        if (first > 0) this.#pending.push({ first, entries });
       },
       settled: (ok) => this.#settled(ok),
     };
@@ -250,7 +278,9 @@ export class UpstreamService {
     if (!device) return false;
     if (this.#optOut.has(device.rid)) return true;
     const committedType = msg.type === TELEMETRY || msg.type === ATTRIBUTES;
-    if (msg.committed && committedType && this.#pushes(device.id, msg.type)) return true;
+    if (msg.committed && committedType && this.#decide(device.rid, device.id, msg.type)) {
+      return true;
+    }
     let entry: OutboxEntry | undefined;
     if (TELEMETRY_TYPES.has(msg.type)) {
       const data =
@@ -273,7 +303,25 @@ export class UpstreamService {
   }
 
   #wants(rid: number, deviceId: string, type: string): boolean {
-    return !this.#optOut.has(rid) && this.#pushes(deviceId, type);
+    return !this.#optOut.has(rid) && this.#decide(rid, deviceId, type);
+  }
+
+  /** `#pushes` for a device's telemetry or client attributes, cached (`#decisions`). */
+  #decide(rid: number, deviceId: string, type: string): boolean {
+    const generation = this.#pushesGeneration();
+    if (generation !== this.#decisionsGeneration) {
+      this.#decisions.clear();
+      this.#decisionsGeneration = generation;
+    }
+    const known = type === TELEMETRY ? 1 : 4;
+    const yes = known * 2;
+    let bits = this.#decisions.get(rid) ?? 0;
+    if ((bits & known) === 0) {
+      bits |= known | (this.#pushes(deviceId, type) ? yes : 0);
+      if (this.#decisions.size >= MAX_ANNOUNCED) this.#decisions.clear();
+      this.#decisions.set(rid, bits);
+    }
+    return (bits & yes) !== 0;
   }
 
   #setOptOut(deviceId: string, out: boolean): void {
@@ -285,9 +333,26 @@ export class UpstreamService {
 
   #settled(ok: boolean): void {
     if (!this.#enabled) return;
+    const pending = this.#pending;
+    this.#pending = [];
     // The backlog count and totals were changed inside a transaction that did not commit.
-    if (!ok) this.outbox.init();
-    else this.#kick();
+    if (!ok) {
+      this.outbox.init();
+      return;
+    }
+    // Rows right after the last one read go to the read-ahead from memory (no read back);
+    // anything else (a gap, the link down, a full read-ahead) is read from the outbox later.
+    for (const { first, entries } of pending) {
+      if (
+        !this.#connected ||
+        first !== this.#cursor + 1 ||
+        this.#ahead.length + entries.length > READ_AHEAD
+      )
+        break;
+      for (const row of this.#live(this.outbox.rowsOf(entries, first))) this.#ahead.push(row);
+      this.#cursor = first + entries.length - 1;
+    }
+    this.#kick();
   }
 
   // ---- the link ----------------------------------------------------------------------------
@@ -431,19 +496,16 @@ export class UpstreamService {
         return;
       }
       if (this.#ahead.length === 0) {
-        this.#ahead = this.outbox.read(this.#cursor, READ_AHEAD);
-        if (this.#ahead.length === 0) return;
-        this.#cursor = this.#ahead[this.#ahead.length - 1].seq;
-      }
-      // Rows of a deleted device cannot go up: dropped and counted.
-      const gone = this.#ahead.filter((r) => r.name === null);
-      if (gone.length > 0) {
-        this.outbox.dropRows(gone.map((r) => r.seq));
-        this.#ahead = this.#ahead.filter((r) => r.name !== null);
+        if (this.#cursor >= this.outbox.lastSeq) return;
+        const rows = this.outbox.read(this.#cursor, READ_AHEAD);
+        if (rows.length === 0) return;
+        this.#cursor = rows[rows.length - 1].seq;
+        this.#ahead = this.#live(rows);
         if (this.#ahead.length === 0) continue;
       }
       const isolate = this.#ahead[0].seq <= this.#isolateUntil;
       if (isolate && this.#inFlight.size > 0) return;
+      if (!isolate && this.#linger()) return;
       const pub = pack(
         isolate ? this.#ahead.slice(0, 1) : this.#ahead,
         Math.floor(this.#maxPayload * 0.9),
@@ -465,6 +527,46 @@ export class UpstreamService {
         gap = Math.max(gap, (1000 * pub.points) / this.#pointRate);
       if (gap > 0) this.#nextSendAt = Math.max(this.#nextSendAt, performance.now()) + gap;
     }
+  }
+
+  /** Rows of a deleted device cannot go up: dropped and counted; the others are returned. */
+  #live(rows: OutboxRow[]): OutboxRow[] {
+    const gone = rows.filter((r) => r.name === null);
+    if (gone.length === 0) return rows;
+    this.outbox.dropRows(gone.map((r) => r.seq));
+    return rows.filter((r) => r.name !== null);
+  }
+
+  /**
+   * A caught-up outbox (everything read, less than a publish waiting) holds its rows up to
+   * `LINGER_MS` for more; true while it waits (a timer pumps again).
+   */
+  #linger(): boolean {
+    const full = Math.floor(this.#maxPayload * 0.9);
+    let bytes = 0;
+    for (const row of this.#ahead) {
+      bytes += row.data.length + 8;
+      if (bytes >= full) break;
+    }
+    const now = performance.now();
+    if (bytes >= full || this.#cursor < this.outbox.lastSeq || now >= this.#lingerUntil) {
+      if (this.#lingerUntil === 0 && bytes < full && this.#cursor >= this.outbox.lastSeq) {
+        this.#lingerUntil = now + LINGER_MS;
+      } else {
+        this.#lingerUntil = 0;
+        return false;
+      }
+    }
+    if (!this.#lingerTimer) {
+      this.#lingerTimer = setTimeout(
+        () => {
+          this.#lingerTimer = undefined;
+          this.#pump();
+        },
+        Math.max(0, this.#lingerUntil - now),
+      );
+    }
+    return true;
   }
 
   #send(client: MqttClient, id: number, flight: InFlight): void {
