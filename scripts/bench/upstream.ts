@@ -8,7 +8,9 @@
  * 3. CPU: two gateways, upstream off and on (cloud up), alternately `--rounds` times for
  *    `--seconds` each at `--rate` msg/s; CPU seconds of the gateway process per message
  *    (target ≤ +10 %), so that a machine that cannot reach the rate still compares alike.
+ *    after `--warmup` seconds of the same load on each (not counted).
  * Usage: npm run bench:upstream [-- --backlog 100000 --rate 5000 --seconds 10 --rounds 2]
+ *   `--cpu-only` skips 1 and 2; `--prof-dir DIR` writes a V8 CPU profile of each gateway there.
  */
 
 import { join } from 'node:path';
@@ -34,7 +36,13 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '5000' },
     seconds: { type: 'string', default: '10' },
     rounds: { type: 'string', default: '2' },
+    /** Seconds of load on each gateway before the measured rounds (JIT, caches), not counted. */
+    warmup: { type: 'string', default: '3' },
     'no-build': { type: 'boolean', default: false },
+    /** Only the CPU comparison (skips the disk and drain figures). */
+    'cpu-only': { type: 'boolean', default: false },
+    /** Writes a V8 CPU profile of each gateway process here (node --cpu-prof). */
+    'prof-dir': { type: 'string' },
   },
 });
 const BACKLOG = Number(values.backlog);
@@ -110,9 +118,12 @@ async function status(baseUrl: string, token: string) {
 }
 
 async function gateway(cloud: FakeCloud | undefined): Promise<BenchGateway> {
+  const prof: Record<string, string> = values['prof-dir']
+    ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${values['prof-dir']}` }
+    : {};
   return await startGatewayProcess(
     [],
-    cloud ? { EDGE_UPSTREAM_URL: cloud.url, EDGE_UPSTREAM_TOKEN: TOKEN } : {},
+    cloud ? { ...prof, EDGE_UPSTREAM_URL: cloud.url, EDGE_UPSTREAM_TOKEN: TOKEN } : prof,
   );
 }
 
@@ -120,7 +131,7 @@ if (!values['no-build']) buildBundle();
 console.log(`upstream bench, load average ${loadAverage()}`);
 
 // 1 and 2: backlog while the cloud is down, then the drain.
-{
+if (!values['cpu-only']) {
   const cloud = new FakeCloud({ token: TOKEN });
   await cloud.start();
   await cloud.stop(); // its port is known; nothing listens until start()
@@ -188,6 +199,10 @@ console.log(`upstream bench, load average ${loadAverage()}`);
       const tokens = await createDevices(gw.baseUrl, 'cpu', DEVICES);
       loads.set(gw, await connectDevices(gw.proc.ports.mqtt, tokens));
     }
+    for (const load of loads.values()) {
+      await publish(load, RATE, { ms: Number(values.warmup) * 1000 });
+    }
+    await sleep(500);
     const cpu = { off: [] as number[], on: [] as number[] };
     for (let r = 0; r < ROUNDS; r++) {
       for (const [name, gw] of [
@@ -196,14 +211,17 @@ console.log(`upstream bench, load average ${loadAverage()}`);
       ] as const) {
         const load = loads.get(gw) as Load;
         const c0 = await cpuSeconds(gw.pid);
+        const p0 = cloud.messages.length;
         const res = await publish(load, RATE, { ms: SECONDS * 1000 });
         await sleep(500);
         const c1 = await cpuSeconds(gw.pid);
+        const publishes = cloud.messages.length - p0;
         // Per message: a loaded machine may not reach the rate, and not alike in both rounds.
         cpu[name].push(((c1 - c0) * 1e6) / res.sent);
         console.log(
           `cpu round ${r + 1} upstream ${name}: ${Math.round(res.sent / res.seconds)} msg/s, ` +
-            `${(c1 - c0).toFixed(2)} CPU s in ${res.seconds.toFixed(1)} s = ${(((c1 - c0) * 1e6) / res.sent).toFixed(1)} µs per message`,
+            `${(c1 - c0).toFixed(2)} CPU s in ${res.seconds.toFixed(1)} s = ${(((c1 - c0) * 1e6) / res.sent).toFixed(1)} µs per message` +
+            (name === 'on' ? ` (${publishes} publishes to the cloud)` : ''),
         );
       }
     }
