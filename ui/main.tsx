@@ -1,6 +1,6 @@
 import { type ComponentType, render } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { ApiError, api, errorText, session, type User } from './lib/api.js';
+import { api, errorText, session, type User } from './lib/api.js';
 import { Ctx, isTenantAdmin } from './lib/app-context.js';
 import { LiveClient, type LiveState } from './lib/live.js';
 import { Link, match, navigate, useLocation } from './lib/router.js';
@@ -46,6 +46,11 @@ const ROUTES: Array<{ path: string; load: Loader }> = [
     load: () => import('./pages/notifications.js').then((m) => m.NotificationsPage),
   },
   { path: '/groups', load: () => import('./pages/groups.js').then((m) => m.GroupsPage) },
+  {
+    path: '/notification-center',
+    load: () => import('./pages/notification-center.js').then((m) => m.NotificationCenterPage),
+  },
+  { path: '/settings', load: () => import('./pages/settings.js').then((m) => m.SettingsPage) },
 ];
 
 const loaded = new Map<Loader, ComponentType<PageProps>>();
@@ -121,39 +126,18 @@ function Login() {
   );
 }
 
-const UNREAD_POLL_MS = 3000;
-
 /**
- * The unread notification count, polled; undefined while the gateway has no inbox API (404),
- * and then the badge and the inbox link are not shown.
+ * The unread notification count, live over the socket (`NOTIFICATIONS_COUNT`); undefined while
+ * the gateway has no inbox API (404), and then the badge and the inbox link are not shown.
  */
-function useUnreadCount(): number | undefined {
+function useUnreadCount(live: LiveClient): number | undefined {
   const [count, setCount] = useState<number | undefined>(undefined);
-  useEffect(() => {
-    let stopped = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const poll = async () => {
-      try {
-        setCount(Number(await api<number>('/api/notifications/unread/count')));
-      } catch (err) {
-        if (err instanceof ApiError && err.status === 404) {
-          setCount(undefined);
-          return;
-        }
-      }
-      if (!stopped) timer = setTimeout(() => void poll(), UNREAD_POLL_MS);
-    };
-    void poll();
-    return () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
-  }, []);
+  useEffect(() => live.subscribeUnreadCount(setCount), [live]);
   return count;
 }
 
-function Nav(props: { user: User; path: string; live: LiveState }) {
-  const unread = useUnreadCount();
+function Nav(props: { user: User; path: string; live: LiveState; client: LiveClient }) {
+  const unread = useUnreadCount(props.client);
   const items: Array<[string, string]> = [
     ['/devices', 'Devices'],
     ['/alarms', 'Alarms'],
@@ -164,6 +148,8 @@ function Nav(props: { user: User; path: string; live: LiveState }) {
           ['/groups', 'Groups'],
           ['/ota', 'OTA'],
           ['/rule-chains', 'Rule chains'],
+          ['/notification-center', 'Notification setup'],
+          ['/settings', 'Settings'],
         ] as Array<[string, string]>)
       : []),
     ['/dashboards', 'Dashboards'],
@@ -234,7 +220,7 @@ function Shell(props: { user: User }) {
   }
   return (
     <Ctx.Provider value={{ user: props.user, live }}>
-      <Nav user={props.user} path={path} live={liveState} />
+      <Nav user={props.user} path={path} live={liveState} client={live} />
       <main id="main">{page}</main>
     </Ctx.Provider>
   );

@@ -209,3 +209,36 @@ export function SearchBox(props: { value: string; onSearch: (v: string) => void 
     </label>
   );
 }
+
+/**
+ * A labelled select of `[value, text]` options: controlled with `value` and `onChange`, or a form
+ * field (`name`) starting at `initial`.
+ */
+export function Select(props: {
+  label: string;
+  name?: string;
+  options: ReadonlyArray<readonly [string, string]>;
+  value?: string;
+  onChange?: (v: string) => void;
+  initial?: string | null;
+  required?: boolean;
+}) {
+  const onChange = props.onChange;
+  return (
+    <label>
+      {props.label}
+      <select
+        name={props.name}
+        required={props.required}
+        value={props.value}
+        onChange={onChange && ((e) => onChange(e.currentTarget.value))}
+      >
+        {props.options.map(([v, text]) => (
+          <option key={v} value={v} selected={props.value === undefined && v === props.initial}>
+            {text}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}

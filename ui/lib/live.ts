@@ -1,4 +1,4 @@
-import { api, qs, session } from './api.js';
+import { ApiError, api, qs, session } from './api.js';
 
 /**
  * Live data for the page: ThingsBoard's WebSocket API (`/api/ws`, `authCmd` + `cmds`, platform.md
@@ -14,11 +14,14 @@ export type SubCmd =
   | { type: 'TIMESERIES'; entityId: string; keys?: string[]; timeWindow?: number }
   | { type: 'ATTRIBUTES'; entityId: string; scope: AttributeScope; keys?: string[] };
 
+/** The user's unread notification count (`NOTIFICATIONS_COUNT`, platform.md §4). */
+const COUNT_KEY = 'totalUnreadCount';
+
 export type AttributeScope = 'CLIENT_SCOPE' | 'SHARED_SCOPE' | 'SERVER_SCOPE';
 
 interface Sub {
   readonly cmdId: number;
-  readonly cmd: SubCmd;
+  readonly cmd: SubCmd | { type: 'NOTIFICATIONS_COUNT' };
   readonly onData: (data: TsData) => void;
   poll?: ReturnType<typeof setInterval>;
   /** Newest ts seen per key: polling hands on only what is newer. */
@@ -56,6 +59,10 @@ export class LiveClient {
   }
 
   subscribe(cmd: SubCmd, onData: (data: TsData) => void): () => void {
+    return this.#add(cmd, onData);
+  }
+
+  #add(cmd: Sub['cmd'], onData: (data: TsData) => void): () => void {
     const sub: Sub = { cmdId: this.#nextId++, cmd, onData, seen: new Map() };
     this.#subs.set(sub.cmdId, sub);
     this.#connect();
@@ -64,8 +71,25 @@ export class LiveClient {
     return () => {
       this.#subs.delete(sub.cmdId);
       this.#stopPoll(sub);
-      if (this.#open) this.#send([{ ...this.#wire(sub), unsubscribe: true }]);
+      if (!this.#open) return;
+      this.#send([
+        sub.cmd.type === 'NOTIFICATIONS_COUNT'
+          ? { type: 'NOTIFICATIONS_UNSUBSCRIBE', cmdId: sub.cmdId }
+          : { ...this.#wire(sub), unsubscribe: true },
+      ]);
     };
+  }
+
+  /**
+   * The unread notification count: a `NOTIFICATIONS_COUNT` subscription on the socket (pushed on
+   * every change), `GET /api/notifications/unread/count` polled while the socket is down.
+   * `onCount(undefined)` when the gateway has no inbox (404).
+   */
+  subscribeUnreadCount(onCount: (n: number | undefined) => void): () => void {
+    return this.#add({ type: 'NOTIFICATIONS_COUNT' }, (data) => {
+      const v = data[COUNT_KEY]?.[0]?.[1];
+      onCount(v === undefined ? undefined : Number(v));
+    });
   }
 
   stop(): void {
@@ -83,6 +107,7 @@ export class LiveClient {
 
   #wire(sub: Sub): Record<string, unknown> {
     const c = sub.cmd;
+    if (c.type === 'NOTIFICATIONS_COUNT') return { type: c.type, cmdId: sub.cmdId };
     const base = {
       type: c.type,
       cmdId: sub.cmdId,
@@ -123,14 +148,24 @@ export class LiveClient {
       if (subs.length > 0) this.#send(subs.map((s) => this.#wire(s)));
     };
     ws.onmessage = (e) => {
-      let msg: { subscriptionId?: number; cmdId?: number; errorCode?: number; data?: TsData };
+      let msg: {
+        subscriptionId?: number;
+        cmdId?: number;
+        errorCode?: number;
+        data?: TsData;
+        cmdUpdateType?: string;
+        totalUnreadCount?: number;
+      };
       try {
         msg = JSON.parse(String(e.data));
       } catch {
         return;
       }
       const sub = this.#subs.get(msg.subscriptionId ?? msg.cmdId ?? -1);
-      if (sub && !msg.errorCode && msg.data) this.#deliver(sub, msg.data);
+      if (!sub || msg.errorCode) return;
+      if (msg.cmdUpdateType === 'NOTIFICATIONS_COUNT')
+        sub.onData({ [COUNT_KEY]: [[Date.now(), String(msg.totalUnreadCount ?? 0)]] });
+      else if (msg.data) this.#deliver(sub, msg.data);
     };
     ws.onclose = () => {
       this.#ws = undefined;
@@ -166,6 +201,14 @@ export class LiveClient {
 
   async #pollOnce(sub: Sub): Promise<void> {
     const c = sub.cmd;
+    if (c.type === 'NOTIFICATIONS_COUNT') {
+      const n = await api<number>('/api/notifications/unread/count').catch((err: unknown) => {
+        if (err instanceof ApiError && err.status === 404) return undefined;
+        throw err;
+      });
+      if (sub.poll) sub.onData(n === undefined ? {} : { [COUNT_KEY]: [[Date.now(), String(n)]] });
+      return;
+    }
     const base = `/api/plugins/telemetry/DEVICE/${c.entityId}`;
     const data: TsData = {};
     if (c.type === 'ATTRIBUTES') {

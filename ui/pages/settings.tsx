@@ -1,0 +1,486 @@
+import { useState } from 'preact/hooks';
+import {
+  BarButton,
+  DeleteButton,
+  EntityTable,
+  Field,
+  FormDialog,
+  Select,
+} from '../components/list.js';
+import { Check, ErrorText, formatTs, Tabs, useAction, useLoad } from '../components/ui.js';
+import { ApiError, api, type Id, type PageData, qs } from '../lib/api.js';
+
+/**
+ * Settings of the tenant administrator (docs/notifications.md "System settings", docs/rules.md
+ * "Scheduled jobs"): the SMTP server and the SMS provider, each with a test message, and the
+ * scheduler events.
+ */
+
+const TABS = ['mail', 'sms', 'scheduler'] as const;
+type Tab = (typeof TABS)[number];
+
+export function SettingsPage() {
+  const [tab, setTab] = useState<Tab>('mail');
+  return (
+    <section class="stack">
+      <h1>Settings</h1>
+      <Tabs
+        label="Settings"
+        tabs={TABS}
+        tab={tab}
+        onTab={setTab}
+        names={{ mail: 'Mail (SMTP)', sms: 'SMS', scheduler: 'Scheduler events' }}
+      />
+      <div role="tabpanel" aria-label={tab} class="panel">
+        {tab === 'mail' && <MailSettings />}
+        {tab === 'sms' && <SmsSettings />}
+        {tab === 'scheduler' && <SchedulerEvents />}
+      </div>
+    </section>
+  );
+}
+
+type Json = Record<string, unknown>;
+
+/** The stored settings of `key`; an empty object while none are stored (404). */
+function useSettings(key: 'mail' | 'sms') {
+  return useLoad(
+    () =>
+      api<{ jsonValue: Json }>(`/api/admin/settings/${key}`)
+        .then((s) => s.jsonValue)
+        .catch((err: unknown) => {
+          if (err instanceof ApiError && err.status === 404) return {} as Json;
+          throw err;
+        }),
+    [key],
+  );
+}
+
+/** A settings form: `fields` from the stored value, Save and a test message. */
+function SettingsForm(props: {
+  title: string;
+  toJson: (f: FormData) => Json;
+  test: (json: Json, f: FormData) => Promise<unknown>;
+  testLabel: string;
+  children: preact.ComponentChildren;
+}) {
+  const act = useAction();
+  const [done, setDone] = useState('');
+  const run = (e: Event, what: 'save' | 'test') => {
+    const form = (e.currentTarget as HTMLElement).closest('form') as HTMLFormElement;
+    if (!form.reportValidity()) return;
+    const f = new FormData(form);
+    const json = props.toJson(f);
+    setDone('');
+    void act
+      .run(() => (what === 'save' ? saveSettings(props.title, json) : props.test(json, f)))
+      .then((ok) => ok && setDone(what === 'save' ? 'Saved' : 'Test message sent'));
+  };
+  return (
+    <form
+      class="stack card"
+      aria-label={props.title}
+      onSubmit={(e) => {
+        e.preventDefault();
+        run(e, 'save');
+      }}
+    >
+      {props.children}
+      <ErrorText error={act.error} />
+      <div class="buttons">
+        <button type="button" onClick={(e) => run(e, 'test')} disabled={act.busy}>
+          {props.testLabel}
+        </button>
+        <button type="submit" class="primary" disabled={act.busy}>
+          Save
+        </button>
+      </div>
+      <output aria-live="polite">{done}</output>
+    </form>
+  );
+}
+
+const saveSettings = (title: string, jsonValue: Json) =>
+  api('/api/admin/settings', { body: { key: title === 'Mail' ? 'mail' : 'sms', jsonValue } });
+
+function MailSettings() {
+  const s = useSettings('mail');
+  if (!s.data) return <ErrorText error={s.error} />;
+  const v = s.data;
+  const text = (k: string) => (v[k] === undefined || v[k] === null ? undefined : String(v[k]));
+  return (
+    <SettingsForm
+      title="Mail"
+      testLabel="Send test mail"
+      toJson={(f) => ({
+        mailFrom: String(f.get('mailFrom')),
+        smtpProtocol: String(f.get('smtpProtocol')),
+        smtpHost: String(f.get('smtpHost')),
+        smtpPort: Number(f.get('smtpPort')),
+        timeout: Number(f.get('timeout')),
+        enableTls: f.get('enableTls') === 'on',
+        username: String(f.get('username') ?? '') || null,
+        password: String(f.get('password') ?? '') || null,
+      })}
+      test={(jsonValue) =>
+        api('/api/admin/settings/testMail', { body: { key: 'mail', jsonValue } })
+      }
+    >
+      <Field
+        label="Mail from"
+        name="mailFrom"
+        type="email"
+        required
+        defaultValue={text('mailFrom')}
+      />
+      <Select
+        label="Protocol"
+        name="smtpProtocol"
+        options={SMTP_PROTOCOLS}
+        initial={text('smtpProtocol')}
+      />
+      <Field label="SMTP host" name="smtpHost" required defaultValue={text('smtpHost')} />
+      <Field
+        label="SMTP port"
+        name="smtpPort"
+        type="number"
+        min={1}
+        max={65535}
+        required
+        defaultValue={text('smtpPort') ?? '25'}
+      />
+      <Field
+        label="Timeout (ms)"
+        name="timeout"
+        type="number"
+        min={100}
+        defaultValue={text('timeout') ?? '10000'}
+      />
+      <label class="check">
+        <input type="checkbox" name="enableTls" defaultChecked={v.enableTls === true} />
+        STARTTLS required
+      </label>
+      <Field label="Username" name="username" autocomplete="off" defaultValue={text('username')} />
+      <Field
+        label="Password (empty: keep the stored one)"
+        name="password"
+        type="password"
+        autocomplete="new-password"
+      />
+    </SettingsForm>
+  );
+}
+
+const SMTP_PROTOCOLS = [
+  ['smtp', 'SMTP'],
+  ['smtps', 'SMTPS (TLS from the start)'],
+] as const;
+const HTTP_METHODS = [
+  ['POST', 'POST'],
+  ['PUT', 'PUT'],
+  ['GET', 'GET'],
+] as const;
+const TIME_UNITS = [
+  ['SECONDS', 'seconds'],
+  ['MINUTES', 'minutes'],
+  ['HOURS', 'hours'],
+] as const;
+
+const SMS_TYPES = [
+  ['TWILIO', 'Twilio'],
+  ['HTTP', 'HTTP request'],
+  ['GSM_MODEM', 'GSM modem (serial port)'],
+] as const;
+
+function SmsSettings() {
+  const s = useSettings('sms');
+  const [type, setType] = useState<string | undefined>(undefined);
+  if (!s.data) return <ErrorText error={s.error} />;
+  const v = s.data;
+  const kind = type ?? (typeof v.type === 'string' ? v.type : 'HTTP');
+  const text = (k: string) =>
+    v.type === kind && v[k] !== undefined && v[k] !== null ? String(v[k]) : undefined;
+  const toJson = (f: FormData): Json => {
+    const get = (k: string) => String(f.get(k) ?? '');
+    if (kind === 'TWILIO')
+      return {
+        type: kind,
+        accountSid: get('accountSid'),
+        accountToken: get('accountToken'),
+        numberFrom: get('numberFrom'),
+      };
+    if (kind === 'HTTP')
+      return {
+        type: kind,
+        url: get('url'),
+        method: get('method'),
+        bodyTemplate: get('bodyTemplate'),
+      };
+    return {
+      type: kind,
+      port: get('port'),
+      baudRate: Number(get('baudRate')),
+      pin: get('pin') || null,
+    };
+  };
+  return (
+    <SettingsForm
+      title="SMS"
+      testLabel="Send test SMS"
+      toJson={toJson}
+      test={(providerConfiguration, f) =>
+        api('/api/admin/settings/testSms', {
+          body: {
+            providerConfiguration,
+            numberTo: String(f.get('numberTo')),
+            message: 'Test SMS from edge-gateway',
+          },
+        })
+      }
+    >
+      <Select label="Provider" name="type" options={SMS_TYPES} value={kind} onChange={setType} />
+      {kind === 'TWILIO' && (
+        <>
+          <Field label="Account SID" name="accountSid" required defaultValue={text('accountSid')} />
+          <Field
+            label="Account token"
+            name="accountToken"
+            type="password"
+            required
+            defaultValue={text('accountToken')}
+          />
+          <Field label="Number from" name="numberFrom" required defaultValue={text('numberFrom')} />
+        </>
+      )}
+      {kind === 'HTTP' && (
+        <>
+          <Field label="URL" name="url" type="url" required defaultValue={text('url')} />
+          <Select label="Method" name="method" options={HTTP_METHODS} initial={text('method')} />
+          <label>
+            Body template (${'{phoneNumber}'}, ${'{message}'})
+            <textarea
+              name="bodyTemplate"
+              rows={2}
+              defaultValue={text('bodyTemplate') ?? '{"to":"${phoneNumber}","text":"${message}"}'}
+            />
+          </label>
+        </>
+      )}
+      {kind === 'GSM_MODEM' && (
+        <>
+          <Field
+            label="Serial port"
+            name="port"
+            required
+            defaultValue={text('port') ?? '/dev/ttyUSB2'}
+          />
+          <Field
+            label="Baud rate"
+            name="baudRate"
+            type="number"
+            defaultValue={text('baudRate') ?? '115200'}
+          />
+          <Field label="SIM PIN" name="pin" inputMode="numeric" defaultValue={text('pin')} />
+        </>
+      )}
+      <Field label="Test SMS to (phone number)" name="numberTo" type="tel" />
+    </SettingsForm>
+  );
+}
+
+interface SchedulerEvent {
+  id: Id;
+  name: string;
+  type: string;
+  enabled?: boolean;
+  createdTime?: number;
+  schedule: {
+    timezone?: string;
+    startTime?: number;
+    cron?: string;
+    repeat?: { type: string; repeatOn?: number[] } | null;
+  };
+  configuration: {
+    originatorId: { entityType: string; id: string };
+    msgType: string;
+    msgBody?: unknown;
+    metadata?: Record<string, string>;
+  };
+}
+
+function scheduleText(e: SchedulerEvent): string {
+  const s = e.schedule;
+  if (s.cron) return `cron ${s.cron}`;
+  const at = formatTs(s.startTime);
+  return s.repeat ? `${s.repeat.type.toLowerCase()} from ${at}` : `once at ${at}`;
+}
+
+function SchedulerEvents() {
+  const list = useLoad(() => api<SchedulerEvent[]>('/api/schedulerEvents'), []);
+  const [adding, setAdding] = useState(false);
+  const act = useAction();
+  return (
+    <div class="stack">
+      <div class="bar">
+        <h2>Scheduler events</h2>
+        <BarButton primary label="Add scheduler event" onClick={() => setAdding(true)} />
+      </div>
+      <ErrorText error={list.error || act.error} />
+      <EntityTable
+        label="Scheduler events"
+        rows={list.data}
+        rowKey={(e) => e.id.id}
+        empty="No scheduler events."
+        columns={[
+          { title: 'Name', cell: (e) => e.name },
+          { title: 'Action', cell: (e) => e.configuration.msgType },
+          { title: 'Schedule', cell: scheduleText },
+          { title: 'Enabled', cell: (e) => (e.enabled === false ? 'No' : 'Yes') },
+          {
+            title: 'Actions',
+            class: 'actions',
+            cell: (e) => (
+              <DeleteButton
+                act={act}
+                what={`scheduler event ${e.name}`}
+                path={`/api/schedulerEvent/${e.id.id}`}
+                then={list.reload}
+              />
+            ),
+          },
+        ]}
+      />
+      {adding && (
+        <SchedulerDialog
+          onClose={() => setAdding(false)}
+          onSaved={() => {
+            setAdding(false);
+            list.reload();
+          }}
+        />
+      )}
+    </div>
+  );
+}
+
+const ACTIONS = [
+  ['SHARED_SCOPE', 'Set shared attributes'],
+  ['SERVER_SCOPE', 'Set server attributes'],
+  ['RPC', 'Send a one-way RPC'],
+] as const;
+
+const REPEATS = [
+  ['', 'Once'],
+  ['DAILY', 'Daily'],
+  ['WEEKLY', 'Weekly'],
+  ['MONTHLY', 'Monthly'],
+  ['YEARLY', 'Yearly'],
+  ['TIMER', 'Every N seconds, minutes or hours'],
+] as const;
+
+function SchedulerDialog(props: { onClose: () => void; onSaved: () => void }) {
+  const devices = useLoad(
+    () =>
+      api<PageData<{ id: Id; name: string }>>(
+        `/api/tenant/devices${qs({ pageSize: 1000, page: 0, sortProperty: 'name', sortOrder: 'ASC' })}`,
+      ),
+    [],
+  );
+  const [byCron, setByCron] = useState(false);
+  const [repeat, setRepeat] = useState('');
+  const save = async (f: FormData) => {
+    const action = String(f.get('action'));
+    let msgBody: unknown;
+    try {
+      msgBody = JSON.parse(String(f.get('body')));
+    } catch {
+      throw new Error('The body is not JSON');
+    }
+    const endsOn = String(f.get('endsOn') ?? '');
+    const schedule = byCron
+      ? { cron: String(f.get('cron')) }
+      : {
+          startTime: new Date(String(f.get('start'))).getTime(),
+          repeat: repeat
+            ? {
+                type: repeat,
+                repeatOn: repeat === 'WEEKLY' ? f.getAll('day').map(Number) : undefined,
+                repeatInterval: repeat === 'TIMER' ? Number(f.get('interval')) : undefined,
+                timeUnit: repeat === 'TIMER' ? String(f.get('timeUnit')) : undefined,
+                endsOn: endsOn ? new Date(endsOn).getTime() : 0,
+              }
+            : null,
+        };
+    const rpc = action === 'RPC';
+    await api('/api/schedulerEvent', {
+      body: {
+        name: String(f.get('name')),
+        type: rpc ? 'RPC_CALL' : 'UPDATE_ATTRIBUTES',
+        schedule: { timezone: Intl.DateTimeFormat().resolvedOptions().timeZone, ...schedule },
+        configuration: {
+          originatorId: { entityType: 'DEVICE', id: String(f.get('device')) },
+          msgType: rpc ? 'RPC_CALL_FROM_SERVER_TO_DEVICE' : 'POST_ATTRIBUTES_REQUEST',
+          msgBody,
+          metadata: rpc ? {} : { scope: action },
+        },
+      },
+    });
+    props.onSaved();
+  };
+  return (
+    <FormDialog title="Add scheduler event" label="Save" onClose={props.onClose} onSubmit={save}>
+      <Field label="Name" name="name" required />
+      <Select
+        label="Device"
+        name="device"
+        required
+        options={devices.data?.data.map((d) => [d.id.id, d.name] as const) ?? []}
+      />
+      <Select label="Action" name="action" options={ACTIONS} />
+      <label>
+        Body (JSON: attributes, or {'{"method", "params"}'} for an RPC)
+        <textarea name="body" rows={3} required defaultValue="{}" />
+      </label>
+      <Check checked={byCron} onChange={setByCron} label="Schedule by cron expression" />
+      {byCron ? (
+        <Field label="Cron expression" name="cron" required placeholder="0 30 6 * * 1-5" />
+      ) : (
+        <>
+          <Field label="Start" name="start" type="datetime-local" required />
+          <Select
+            label="Repeat"
+            name="repeat"
+            options={REPEATS}
+            value={repeat}
+            onChange={setRepeat}
+          />
+          {repeat === 'TIMER' && (
+            <div class="row">
+              <Field
+                label="Every"
+                name="interval"
+                type="number"
+                min={1}
+                required
+                defaultValue="1"
+              />
+              <Select label="Unit" name="timeUnit" options={TIME_UNITS} />
+            </div>
+          )}
+          {repeat && <Field label="Ends on (empty: never)" name="endsOn" type="datetime-local" />}
+          {repeat === 'WEEKLY' && (
+            <fieldset class="row">
+              <legend>Days</legend>
+              {['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'].map((d, i) => (
+                <label key={d} class="check">
+                  <input type="checkbox" name="day" value={i} />
+                  {d}
+                </label>
+              ))}
+            </fieldset>
+          )}
+        </>
+      )}
+    </FormDialog>
+  );
+}
