@@ -1,8 +1,10 @@
 /**
  * Modbus RTU over TCP (issue 17: `type tcp, method rtu`, what a serial-to-Ethernet converter
- * carries), end to end over real sockets: modbus-serial has no RTU-over-TCP server, so a `socat`
- * TCP listener is bridged to a pty on which modbus-serial's RTU server answers. Values are read
- * back over REST; a shared attribute is written to a holding register.
+ * carries) and Modbus UDP (`type udp`), end to end over real sockets. modbus-serial has neither an
+ * RTU-over-TCP nor a UDP server, so `socat` bridges them: a TCP listener to a pty on which
+ * modbus-serial's RTU server answers, and a UDP listener to modbus-serial's TCP server (Modbus UDP
+ * carries the same MBAP frames as Modbus TCP, one per datagram). Values are read back over REST; a
+ * shared attribute is written to a holding register.
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -11,7 +13,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
-import { freePort, RegisterBank, socatBridge, startRtuSlave } from './helpers/modbus.js';
+import {
+  freePort,
+  RegisterBank,
+  type RunningSlave,
+  socatBridge,
+  startRtuSlave,
+  startTcpSlave,
+} from './helpers/modbus.js';
 
 function slave(name: string, type: string, method: string, port: number, unitId: number) {
   return {
@@ -36,7 +45,7 @@ function slave(name: string, type: string, method: string, port: number, unitId:
   };
 }
 
-describe('Modbus RTU over TCP', () => {
+describe('Modbus RTU over TCP and Modbus UDP', () => {
   let t: TestGateway;
   let admin: string;
   let dir: string;
@@ -44,6 +53,9 @@ describe('Modbus RTU over TCP', () => {
   let rtuSlave: { close(): Promise<void> };
   const bridges: Array<{ close(): Promise<void> }> = [];
   let rtuPort: number;
+  const udpBank = new RegisterBank();
+  let tcpSlave: RunningSlave;
+  let udpPort: number;
 
   before(async () => {
     const u = rtuBank.unit(3);
@@ -62,12 +74,24 @@ describe('Modbus RTU over TCP', () => {
       ),
     );
     rtuSlave = await startRtuSlave(rtuBank, pty);
+    const v = udpBank.unit(4);
+    v.holding[0] = 4321;
+    f.writeFloatBE(-7.25);
+    v.input[2] = f.readUInt16BE(0);
+    v.input[3] = f.readUInt16BE(2);
+    tcpSlave = await startTcpSlave(udpBank);
+    udpPort = await freePort();
+    // One UDP peer (the gateway's socket) to one TCP connection to the slave.
+    bridges.push(
+      await socatBridge(`udp4-listen:${udpPort},bind=127.0.0.1`, `tcp4:127.0.0.1:${tcpSlave.port}`),
+    );
     t = await startGateway();
     admin = await t.adminToken();
   });
   after(async () => {
     await t.close();
     await rtuSlave.close();
+    await tcpSlave.close();
     for (const b of bridges) await b.close();
     await rm(dir, { recursive: true, force: true });
   });
@@ -87,7 +111,10 @@ describe('Modbus RTU over TCP', () => {
     );
   }
 
-  it('polls an RTU slave over TCP; a shared attribute becomes a register write', async () => {
+  it('polls an RTU slave over TCP and a UDP slave; a shared attribute becomes a register write', async () => {
+    // The UDP slave is named by host name: modbus-serial keeps only replies from the address as
+    // written, so an unresolved name used to time out every request.
+    const udp = { ...slave('Over UDP', 'udp', 'socket', udpPort, 4), host: 'localhost' };
     const res = await t.api('/api/connector', {
       token: admin,
       body: {
@@ -96,7 +123,7 @@ describe('Modbus RTU over TCP', () => {
         enabled: true,
         configuration: {
           master: {
-            slaves: [slave('RTU over TCP', 'tcp', 'rtu', rtuPort, 3)],
+            slaves: [slave('RTU over TCP', 'tcp', 'rtu', rtuPort, 3), udp],
           },
         },
       },
@@ -104,6 +131,7 @@ describe('Modbus RTU over TCP', () => {
     assert.equal(res.status, 200, await res.clone().text());
     for (const [name, bank, unit, power, energy] of [
       ['RTU over TCP', rtuBank, 3, '1234', '12.5'],
+      ['Over UDP', udpBank, 4, '4321', '-7.25'],
     ] as const) {
       const id = await deviceId(name);
       const values = await waitFor(
@@ -127,5 +155,19 @@ describe('Modbus RTU over TCP', () => {
       assert.equal(saved.status, 200);
       await waitFor(() => bank.unit(unit).holding[10] === 700 + unit, 15_000, `write on ${name}`);
     }
+  });
+
+  it('refuses RTU framing over UDP with a 400 naming the field', async () => {
+    const res = await t.api('/api/connector', {
+      token: admin,
+      body: {
+        name: 'udp-rtu',
+        type: 'MODBUS',
+        configuration: { master: { slaves: [slave('UDP RTU', 'udp', 'rtu', udpPort, 5)] } },
+      },
+    });
+    assert.equal(res.status, 400);
+    const body = (await res.json()) as { message: string };
+    assert.match(body.message, /master\.slaves\.0\.method: must be socket over UDP/);
   });
 });

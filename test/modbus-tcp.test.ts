@@ -467,6 +467,18 @@ describe('Modbus TCP connector', () => {
       /timeseries\.0\.objectsCount/,
     );
     await bad({ master: { slaves: [{ ...good, method: 'ascii' }] } }, /slaves\.0\.method/);
+    const ranged = (entry: Record<string, unknown>, list = 'timeseries') => ({
+      master: {
+        slaves: [{ ...good, [list]: [{ tag: 'r', type: '16int', functionCode: 3, ...entry }] }],
+      },
+    });
+    await bad(ranged({ address: '100-99' }), /timeseries\.0\.address: range ends before it starts/);
+    await bad(ranged({ address: '1-x' }), /timeseries\.0\.address/);
+    await bad(ranged({ address: '0-5000' }), /timeseries\.0\.address: a range may yield at most/);
+    await bad(
+      ranged({ address: '1-4', functionCode: 16 }, 'attributeUpdates'),
+      /attributeUpdates\.0\.address: a range is only for reads/,
+    );
     await bad({}, /configuration\.master/);
     await bad(
       { devices: [{ port: '/dev/null', format: 'csv' }] },
@@ -586,6 +598,94 @@ describe('Modbus TCP connector', () => {
     u.holding[0] = 101;
     await waitFor(async () => (await points()).steady === 2, 15_000, 'the change is sent');
     const del = await t.api(`/api/connector/${reportsId}`, { method: 'DELETE', token: admin });
+    assert.equal(del.status, 200);
+  });
+
+  it('reads wide ranges ("100-103") in requests of maxRegistersPerRequest, one key per value', async () => {
+    const u = otherBank.unit(11);
+    // This slave answers at most 4 registers per read, as many small devices do.
+    otherBank.maxRegisters.set(11, 4);
+    [11, 12, 13, 14].forEach((v, i) => {
+      u.holding[100 + i] = v;
+    });
+    const f = Buffer.alloc(4);
+    for (let i = 0; i < 6; i++) {
+      f.writeFloatBE(i + 0.5); // BIG/BIG below
+      u.input[20 + 2 * i] = f.readUInt16BE(0);
+      u.input[21 + 2 * i] = f.readUInt16BE(2);
+    }
+    u.coils[0] = true;
+    u.coils[2] = true;
+    const res = await t.api('/api/connector', {
+      token: admin,
+      body: {
+        name: 'ranges',
+        type: 'MODBUS',
+        configuration: {
+          master: {
+            slaves: [
+              {
+                host: '127.0.0.1',
+                port: other.port,
+                type: 'tcp',
+                method: 'socket',
+                unitId: 11,
+                deviceName: 'Ranges',
+                pollPeriod: 100,
+                timeout: 1,
+                byteOrder: 'BIG',
+                wordOrder: 'BIG',
+                timeseries: [
+                  { tag: 'reg_${address}', type: '16int', functionCode: 3, address: '100-103' },
+                  // 12 registers in 3 requests of 4; keys from the template.
+                  {
+                    tag: '${unitId}.${type}.${address}',
+                    type: '32float',
+                    functionCode: 4,
+                    objectsCount: 2,
+                    address: '20-30',
+                    maxRegistersPerRequest: 4,
+                  },
+                  // No `${address}` in the tag: `_${address}` is appended.
+                  { tag: 'coil', type: 'bits', functionCode: 1, address: '0-2' },
+                ],
+              },
+            ],
+          },
+        },
+      },
+    });
+    assert.equal(res.status, 200, await res.clone().text());
+    const rangesId = ((await res.json()) as { id: string }).id;
+    const id = await deviceId('Ranges');
+    const values = await waitFor(
+      async () => {
+        const v = await latest(id);
+        return Object.keys(v).length >= 13 ? v : undefined;
+      },
+      15_000,
+      'every key of the ranges',
+    );
+    assert.deepEqual(values, {
+      reg_100: '11',
+      reg_101: '12',
+      reg_102: '13',
+      reg_103: '14',
+      '11.32float.20': '0.5',
+      '11.32float.22': '1.5',
+      '11.32float.24': '2.5',
+      '11.32float.26': '3.5',
+      '11.32float.28': '4.5',
+      '11.32float.30': '5.5',
+      coil_0: 'true',
+      coil_1: 'false',
+      coil_2: 'true',
+    });
+    const st = await t.api(`/api/connector/${rangesId}/status`, { token: admin });
+    const device = ((await st.json()) as { devices: Array<{ counters: { exceptions: number } }> })
+      .devices[0];
+    assert.equal(device.counters.exceptions, 0, 'no read asked the slave for more than 4');
+    const del = await t.api(`/api/connector/${rangesId}`, { method: 'DELETE', token: admin });
     assert.equal(del.status, 200);
   });
 

@@ -22,6 +22,7 @@ import {
   type ModbusTag,
   modbusConfigSchema,
   parseAdHocRpc,
+  rangeKeys,
 } from './modbus-config.js';
 import { periodic, ReportFilter, type ReportStrategy } from './report-strategy.js';
 import { serialConfigSchema } from './serial-config.js';
@@ -154,6 +155,8 @@ interface Running {
 
 const OWNER = 'connectors';
 const MAX_CONFIG_BYTES = 1024 * 1024;
+/** A connector that has not stopped by then is left behind: a save or delete never hangs. */
+const STOP_TIMEOUT_MS = 5000;
 
 const bodySchema = z.looseObject({
   id: z
@@ -398,10 +401,24 @@ export class ConnectorService {
     run.stopped = true;
     if (run.reportTimer) clearInterval(run.reportTimer);
     for (const state of run.devices.values()) this.#forget(state);
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await run.runtime?.stop();
+      const stopped = await Promise.race([
+        run.runtime?.stop().then(() => true),
+        new Promise<false>((resolve) => {
+          timer = setTimeout(() => resolve(false), STOP_TIMEOUT_MS);
+        }),
+      ]);
+      if (stopped === false) {
+        this.deps.log.warn(
+          { connectorId: id, timeoutMs: STOP_TIMEOUT_MS },
+          'connector did not stop in time; left to finish on its own',
+        );
+      }
     } catch (err) {
       this.deps.log.warn({ err, connectorId: id }, 'connector stop failed');
+    } finally {
+      clearTimeout(timer);
     }
     this.deps.log.info({ connectorId: id, name: run.row.name }, 'connector stopped');
   }
@@ -687,11 +704,11 @@ function stringifyResult(v: unknown): string {
 function newState(ref: ConnectorDeviceRef, slave?: ModbusSlave): DeviceState {
   const strategies = (tags: readonly ModbusTag[]) =>
     new Map(
-      tags.flatMap((t) =>
-        t.report && t.report.type !== 'ON_RECEIVED' && t.report.type !== 'DISABLED'
-          ? [[t.tag, t.report] as const]
-          : [],
-      ),
+      tags.flatMap((t) => {
+        const r = t.report;
+        if (!r || r.type === 'ON_RECEIVED' || r.type === 'DISABLED' || !slave) return [];
+        return rangeKeys(t, slave.unitId).map(({ key }) => [key, r] as const);
+      }),
     );
   const telemetry = strategies(slave?.timeseries ?? []);
   const attributes = strategies(slave?.attributes ?? []);

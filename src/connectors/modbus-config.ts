@@ -51,6 +51,14 @@ export interface ModbusTag {
   readonly functionCode: number;
   readonly objectsCount: number;
   readonly address: number;
+  /**
+   * A wide-range read (`"address": "100-103"`, reference §3): the address of the last value. The
+   * entry reads `end - address + objectsCount` objects and yields one value per `objectsCount`,
+   * each under its own key (`rangeKeys`).
+   */
+  readonly end?: number;
+  /** Objects per request of a wide-range read (reference §3, default 16). */
+  readonly maxRegistersPerRequest: number;
   readonly bit?: number;
   readonly bitTargetType: 'bool' | 'int';
   readonly multiplier?: number;
@@ -104,6 +112,32 @@ const num = z
   .transform(Number);
 const int = num.pipe(z.number().int('must be an integer'));
 
+/** A register address, or a wide range `"start-end"` of reads (reference §3). */
+const addressOrRange = z.union([z.number(), z.string()]).transform((v, ctx) => {
+  const m = /^(\d+)(?:\s*-\s*(\d+))?$/.exec(String(v).trim());
+  if (!m) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'must be an address 0 to 65535 or a range "start-end"',
+    });
+    return z.NEVER;
+  }
+  const start = Number(m[1]);
+  const end = m[2] === undefined ? undefined : Number(m[2]);
+  if (start > 65535 || (end ?? 0) > 65535) {
+    ctx.addIssue({ code: 'custom', message: 'must be 0 to 65535' });
+    return z.NEVER;
+  }
+  if (end !== undefined && end < start) {
+    ctx.addIssue({ code: 'custom', message: `range ends before it starts: ${v}` });
+    return z.NEVER;
+  }
+  return end === undefined ? start : { start, end };
+});
+
+/** Values one wide-range entry may yield (keys of one device are bounded). */
+export const MAX_RANGE_VALUES = 1000;
+
 const valueType = z
   .string()
   .transform((t) => TYPE_ALIASES[t.toLowerCase()] ?? t.toLowerCase())
@@ -121,7 +155,8 @@ const tagSchema = z
     objectsCount: int.pipe(z.number().min(1).max(125)).optional(),
     registersCount: int.pipe(z.number().min(1).max(125)).optional(),
     registerCount: int.pipe(z.number().min(1).max(125)).optional(),
-    address: int.pipe(z.number().min(0, 'must be 0 to 65535').max(65535, 'must be 0 to 65535')),
+    address: addressOrRange,
+    maxRegistersPerRequest: int.pipe(z.number().min(1).max(125)).optional(),
     bit: int.pipe(z.number().min(0).max(63)).optional(),
     bitTargetType: z.enum(['bool', 'int']).optional(),
     multiplier: num.optional(),
@@ -158,12 +193,29 @@ const tagSchema = z
     if (type === 'bits' && fc >= 1 && fc <= 2 && objectsCount > 2000) {
       ctx.addIssue({ code: 'custom', path: ['objectsCount'], message: 'must be at most 2000' });
     }
+    const range = typeof t.address === 'number' ? undefined : t.address;
+    if (range) {
+      const values = Math.floor((range.end - range.start) / objectsCount) + 1;
+      if (READ_CODES.includes(fc) === false) {
+        ctx.addIssue({ code: 'custom', path: ['address'], message: 'a range is only for reads' });
+      } else if (values > MAX_RANGE_VALUES) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['address'],
+          message: `a range may yield at most ${MAX_RANGE_VALUES} values, not ${values}`,
+        });
+      } else if (range.end + objectsCount > 65536) {
+        ctx.addIssue({ code: 'custom', path: ['address'], message: 'range runs past 65535' });
+      }
+    }
     return {
       tag: t.tag,
       type,
       functionCode: fc,
       objectsCount,
-      address: t.address,
+      address: typeof t.address === 'number' ? t.address : t.address.start,
+      end: range?.end,
+      maxRegistersPerRequest: t.maxRegistersPerRequest ?? 16,
       bit: t.bit,
       bitTargetType: t.bitTargetType ?? 'bool',
       multiplier: t.multiplier,
@@ -172,6 +224,34 @@ const tagSchema = z
       report: t.reportStrategy,
     };
   });
+
+/**
+ * The keys and addresses of a read entry's values: one for a plain entry (its `tag`), and for a
+ * wide range one per `objectsCount` objects, keyed by the tag with `${address}`, `${unitId}`,
+ * `${functionCode}`, `${type}` and `${objectsCount}` substituted, `_${address}` appended when the
+ * tag names no `${address}` (reference §3: `reg_${address}` gives `reg_100` ... `reg_103`).
+ */
+export function rangeKeys(
+  tag: ModbusTag,
+  unitId: number,
+): Array<{ readonly key: string; readonly address: number }> {
+  if (tag.end === undefined) return [{ key: tag.tag, address: tag.address }];
+  const template = tag.tag.includes('${address}') ? tag.tag : `${tag.tag}_\${address}`;
+  const vars: Record<string, string> = {
+    unitId: String(unitId),
+    functionCode: String(tag.functionCode),
+    type: tag.type,
+    objectsCount: String(tag.objectsCount),
+  };
+  const keys: Array<{ key: string; address: number }> = [];
+  for (let a = tag.address; a <= tag.end; a += tag.objectsCount) {
+    const key = template.replace(/\$\{(\w+)\}/g, (m, name: string) =>
+      name === 'address' ? String(a) : (vars[name] ?? m),
+    );
+    keys.push({ key, address: a });
+  }
+  return keys;
+}
 
 /** Registers a numeric type occupies (0 for bits, string and bytes, sized by `objectsCount`). */
 export function registersOf(type: ModbusValueType): number {
@@ -296,6 +376,13 @@ const slaveSchema = z
       if (!s.host) ctx.addIssue({ code: 'custom', path: ['host'], message: 'is required' });
       if (!/^\d+$/.test(String(s.port)) || Number(s.port) < 1 || Number(s.port) > 65535) {
         ctx.addIssue({ code: 'custom', path: ['port'], message: 'must be a TCP/UDP port number' });
+      }
+      if (s.type === 'udp' && s.method !== 'socket') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['method'],
+          message: 'must be socket over UDP (RTU framing over UDP is not supported)',
+        });
       }
     }
     if (s.tls && Object.keys(s.tls).length > 0) {

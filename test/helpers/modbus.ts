@@ -24,6 +24,8 @@ export class RegisterBank {
   readonly silent = new Set<number>();
   /** Requests served, per unit. */
   readonly served = new Map<number, number>();
+  /** Registers one read may ask for, per unit (as many devices: more is an exception 03). */
+  readonly maxRegisters = new Map<number, number>();
 
   unit(id: number): UnitTables {
     let u = this.units.get(id);
@@ -43,17 +45,23 @@ export class RegisterBank {
   vector() {
     type Cb<T> = (err: unknown, value?: T) => void;
     const illegal = { modbusErrorCode: 0x02, msg: 'Illegal data address' };
-    const serve = <T>(unit: number, cb: Cb<T>, get: (u: UnitTables) => T | undefined) => {
+    const tooMany = { modbusErrorCode: 0x03, msg: 'Illegal data value' };
+    const serve = <T>(unit: number, cb: Cb<T>, get: (u: UnitTables) => T | undefined | Error) => {
       if (this.silent.has(unit)) return;
       const u = this.units.get(unit);
       if (!u) return;
       this.served.set(unit, (this.served.get(unit) ?? 0) + 1);
       const v = get(u);
       if (v === undefined) cb(illegal);
+      else if (v instanceof Error) cb(tooMany);
       else cb(null, v);
     };
-    const range = <T>(list: T[], addr: number, len: number) =>
-      addr + len <= list.length ? list.slice(addr, addr + len) : undefined;
+    const range = <T>(list: T[], addr: number, len: number, unit: number) =>
+      len > (this.maxRegisters.get(unit) ?? 125)
+        ? new Error('too many')
+        : addr + len <= list.length
+          ? list.slice(addr, addr + len)
+          : undefined;
     return {
       getCoil: (addr: number, unit: number, cb: Cb<boolean>) =>
         serve(unit, cb, (u) => u.coils[addr]),
@@ -64,9 +72,9 @@ export class RegisterBank {
       getHoldingRegister: (addr: number, unit: number, cb: Cb<number>) =>
         serve(unit, cb, (u) => u.holding[addr]),
       getMultipleInputRegisters: (addr: number, len: number, unit: number, cb: Cb<number[]>) =>
-        serve(unit, cb, (u) => range(u.input, addr, len)),
+        serve(unit, cb, (u) => range(u.input, addr, len, unit)),
       getMultipleHoldingRegisters: (addr: number, len: number, unit: number, cb: Cb<number[]>) =>
-        serve(unit, cb, (u) => range(u.holding, addr, len)),
+        serve(unit, cb, (u) => range(u.holding, addr, len, unit)),
       setCoil: (addr: number, value: boolean, unit: number, cb: Cb<boolean>) =>
         serve(unit, cb, (u) => {
           u.coils[addr] = value;

@@ -10,6 +10,7 @@ const tag = (type: ModbusTag['type'], extra: Partial<ModbusTag> = {}): ModbusTag
   functionCode: 3,
   objectsCount: type.startsWith('64') ? 4 : type.startsWith('32') ? 2 : 1,
   address: 0,
+  maxRegistersPerRequest: 16,
   bitTargetType: 'bool',
   round: 6,
   ...extra,

@@ -1,3 +1,5 @@
+import type { Socket as UdpSocket } from 'node:dgram';
+import { lookup } from 'node:dns/promises';
 import modbusSerial from 'modbus-serial';
 import type { ModbusSlave } from '../../connectors/modbus-config.js';
 
@@ -79,7 +81,7 @@ export class ModbusSerialConnection implements ModbusConnection {
         parity: s.parity,
       });
     } else if (s.type === 'udp') {
-      await client.connectUDP(s.host, { port: s.tcpPort });
+      await openUdp(client, s);
     } else if (s.method === 'rtu') {
       // RTU frames (with their CRC) over TCP, as a serial-to-Ethernet converter carries them.
       // @NOTE: modbus-serial's TelnetPort; its "TcpRTUBuffered" port sends MBAP frames instead.
@@ -179,6 +181,43 @@ export class ModbusSerialConnection implements ModbusConnection {
         : c.writeFC16(unit, address, [...values], cb),
     );
   }
+}
+
+/**
+ * Modbus UDP (MBAP frames in datagrams) through modbus-serial's UDP port, with three of its traps
+ * closed:
+ * - it keeps only replies whose source address equals the configured host *as written*, so a
+ *   name (`localhost`, `plc-7.local`) never matches and every request times out: the host is
+ *   resolved to an IPv4 address first (the port's socket is `udp4`);
+ * - it reports itself open only once its socket is bound, which happens after `connectUDP` has
+ *   called back, so a first request got "Port Not Open": we wait for `listening`;
+ * - its socket has no `error` listener, so a socket error would end the process: one is added,
+ *   and it closes the connection (the line reopens it).
+ */
+async function openUdp(client: ModbusRTU, s: ModbusSlave): Promise<void> {
+  const { address } = await lookup(s.host, { family: 4 });
+  await client.connectUDP(address, { port: s.tcpPort });
+  // @NOTE: `_port._client` is the dgram socket of modbus-serial 8.0.25's ModbusUdpPort (private).
+  const socket = (client as unknown as { _port: { _client: UdpSocket } })._port._client;
+  socket.on('error', () => {
+    try {
+      socket.close();
+    } catch {
+      // already closed
+    }
+  });
+  if (client.isOpen) return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      socket.off('listening', listening);
+      reject(new Error('UDP socket did not bind'));
+    }, s.timeoutMs);
+    const listening = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    socket.once('listening', listening);
+  });
 }
 
 function toError(err: unknown): Error {

@@ -140,4 +140,46 @@ describe('poll timing', () => {
     );
     assert.equal(backoffMs(5000, 3, 1000), 5000);
   });
+
+  it('reopens a connection that fails every request at once only connectAttemptTimeMs apart', async () => {
+    // A UDP socket not bound yet answered every request "Port Not Open" at once; the line then
+    // reopened it in a loop of promise callbacks that never let a timer or a socket run.
+    const clock = new SimClock();
+    const config = modbusConfigSchema.parse({
+      master: { slaves: [{ ...slave(1, 100), connectAttemptTimeMs: 500 }] },
+    });
+    let opens = 0;
+    const failures: string[] = [];
+    const notOpen = () => Promise.reject(new Error('Port Not Open'));
+    const line = new Line({
+      key: 'udp://sim',
+      slaves: config.slaves,
+      connection: {
+        isOpen: true,
+        // A guard, so that the loop this test is about ends (as a failure) rather than hangs.
+        open: () =>
+          ++opens > 1000 ? Promise.reject(new Error('too many opens')) : Promise.resolve(),
+        close: () => Promise.resolve(),
+        onClose: () => {},
+        readBits: notOpen,
+        readRegisters: notOpen,
+        writeCoils: notOpen,
+        writeRegisters: notOpen,
+      },
+      sink: {
+        reading: () => assert.fail('no reading expected'),
+        failure: (_d, _kind, message) => failures.push(message),
+      },
+      log: pino({ level: 'silent' }),
+      clock,
+    });
+    line.start();
+    await clock.run(10_000);
+    void line.stop();
+    assert.ok(opens >= 10 && opens <= 21, `${opens} opens in 10 s`);
+    assert.ok(
+      failures.some((m) => m.includes('Port Not Open')),
+      failures.slice(0, 3).join('; '),
+    );
+  });
 });

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { ModbusSlave, ModbusTag } from '../../connectors/modbus-config.js';
+import { type ModbusSlave, type ModbusTag, rangeKeys } from '../../connectors/modbus-config.js';
 import type {
   ConnectorErrorKind,
   ConnectorSink,
@@ -45,10 +45,17 @@ export interface LineDeps {
   readonly backoffCapMs?: number;
 }
 
+interface Read {
+  readonly tag: ModbusTag;
+  readonly attribute: boolean;
+  /** The keys and addresses of its values (several for a wide range). */
+  readonly keys: ReadonlyArray<{ readonly key: string; readonly address: number }>;
+}
+
 interface SlaveRun {
   readonly slave: ModbusSlave;
   readonly schedule: PollSchedule;
-  readonly reads: ReadonlyArray<{ readonly tag: ModbusTag; readonly attribute: boolean }>;
+  readonly reads: readonly Read[];
   failures: number;
 }
 
@@ -91,6 +98,7 @@ export class Line {
   #wake: (() => void) | undefined;
   #open = false;
   #opened = 0;
+  #openedAt = Number.NEGATIVE_INFINITY;
   #attempts = 0;
   #lastError: string | null = null;
   #lastFrameEnd = Number.NEGATIVE_INFINITY;
@@ -108,7 +116,7 @@ export class Line {
       reads: [
         ...slave.timeseries.map((tag) => ({ tag, attribute: false })),
         ...slave.attributes.map((tag) => ({ tag, attribute: true })),
-      ],
+      ].map((r) => ({ ...r, keys: rangeKeys(r.tag, slave.unitId) })),
       failures: 0,
     }));
     const first = deps.slaves[0];
@@ -212,12 +220,21 @@ export class Line {
   async #connect(): Promise<void> {
     const s = this.#deps.slaves[0];
     const { connection, log, key } = this.#deps;
+    // A connection that opens and fails at once (a peer that refuses every request, a socket not
+    // ready) is not reopened in a loop of promise callbacks that would starve the event loop:
+    // reopens are `connectAttemptTimeMs` apart, and always wait for a timer.
+    const since = this.#clock.now() - this.#openedAt;
+    if (since < s.connectAttemptTimeMs || since < 10) {
+      await this.#sleep(Math.max(s.connectAttemptTimeMs - since, 10));
+      if (this.#stopped) return;
+    }
     try {
       await connection.close();
       await connection.open();
       if (this.#stopped) return;
       this.#open = true;
       this.#opened++;
+      this.#openedAt = this.#clock.now();
       this.#attempts = 0;
       this.#lastError = null;
       // Slaves backed off while the line was down are polled at once, not after their back-off.
@@ -251,11 +268,16 @@ export class Line {
     const attributes: Record<string, ModbusValue> = {};
     let readAt: number | undefined;
     let failed: RequestError | undefined;
-    for (const { tag, attribute } of run.reads) {
+    for (const { tag, attribute, keys } of run.reads) {
       try {
-        const value = await this.#read(slave, tag, run.failures > 0 ? 0 : slave.retries);
+        const retries = run.failures > 0 ? 0 : slave.retries;
+        const out = attribute ? attributes : telemetry;
+        if (tag.end === undefined) {
+          out[tag.tag] = await this.#read(slave, tag, retries);
+        } else {
+          Object.assign(out, await this.#readRange(slave, tag, keys, retries));
+        }
         readAt ??= this.#clock.wall();
-        (attribute ? attributes : telemetry)[tag.tag] = value;
       } catch (err) {
         const e = asRequestError(err);
         if (e.kind === 'exception' || e.kind === 'decode') {
@@ -286,7 +308,10 @@ export class Line {
   async #exec(job: Job): Promise<void> {
     const { slave, req } = job;
     try {
-      if (req.kind === 'read') {
+      if (req.kind === 'read' && req.tag.end !== undefined) {
+        const keys = rangeKeys(req.tag, slave.unitId);
+        job.resolve(await this.#readRange(slave, req.tag, keys, slave.retries));
+      } else if (req.kind === 'read') {
         job.resolve(await this.#read(slave, req.tag, slave.retries));
       } else {
         await this.#write(slave, req.tag, req.value);
@@ -316,6 +341,53 @@ export class Line {
       }
     }
     throw new RequestError('decode', `function code ${fc} does not read`);
+  }
+
+  /**
+   * A wide-range read (reference §3): `end - address + objectsCount` objects in requests of at
+   * most `maxRegistersPerRequest`, one value per `objectsCount` objects, under its key.
+   */
+  async #readRange(
+    slave: ModbusSlave,
+    tag: ModbusTag,
+    keys: Read['keys'],
+    retries: number,
+  ): Promise<Record<string, ModbusValue>> {
+    const fc = tag.functionCode;
+    const end = (tag.end ?? tag.address) + tag.objectsCount;
+    const objects: Array<boolean | number> = [];
+    for (let at = tag.address; at < end; at += tag.maxRegistersPerRequest) {
+      const n = Math.min(tag.maxRegistersPerRequest, end - at);
+      if (fc === 1 || fc === 2) {
+        objects.push(
+          ...(await this.#request(slave, retries, (c) =>
+            c.readBits(fc, slave.unitId, at, n, slave.timeoutMs),
+          )),
+        );
+      } else if (fc === 3 || fc === 4) {
+        objects.push(
+          ...(await this.#request(slave, retries, (c) =>
+            c.readRegisters(fc, slave.unitId, at, n, slave.timeoutMs),
+          )),
+        );
+      } else {
+        throw new RequestError('decode', `function code ${fc} does not read`);
+      }
+    }
+    const values: Record<string, ModbusValue> = {};
+    for (const { key, address } of keys) {
+      const from = address - tag.address;
+      const slice = objects.slice(from, from + tag.objectsCount);
+      try {
+        values[key] =
+          fc === 1 || fc === 2
+            ? decodeBits(slice as boolean[], tag)
+            : decodeRegisters(slice as number[], tag, slave);
+      } catch (err) {
+        throw new RequestError('decode', `${key}: ${(err as Error).message}`);
+      }
+    }
+    return values;
   }
 
   async #write(slave: ModbusSlave, tag: ModbusTag, value: unknown): Promise<void> {
