@@ -195,6 +195,18 @@ describe('Modbus TCP connector', () => {
     return Object.fromEntries(list.map((a) => [a.key, a.value]));
   }
 
+  /** A slave on the second TCP slave, polled every 100 ms. */
+  const otherSlave = (unitId: number, deviceName: string) => ({
+    host: '127.0.0.1',
+    port: other.port,
+    type: 'tcp',
+    method: 'socket',
+    unitId,
+    deviceName,
+    pollPeriod: 100,
+    timeout: 1,
+  });
+
   async function status() {
     const res = await t.api(`/api/connector/${connectorId}/status`, { token: admin });
     assert.equal(res.status, 200);
@@ -558,14 +570,7 @@ describe('Modbus TCP connector', () => {
           master: {
             slaves: [
               {
-                host: '127.0.0.1',
-                port: other.port,
-                type: 'tcp',
-                method: 'socket',
-                unitId: 9,
-                deviceName: 'Reporter',
-                pollPeriod: 100,
-                timeout: 1,
+                ...otherSlave(9, 'Reporter'),
                 timeseries: [
                   { tag: 'steady', type: '16int', functionCode: 3, address: 0 },
                   {
@@ -625,14 +630,7 @@ describe('Modbus TCP connector', () => {
           master: {
             slaves: [
               {
-                host: '127.0.0.1',
-                port: other.port,
-                type: 'tcp',
-                method: 'socket',
-                unitId: 11,
-                deviceName: 'Ranges',
-                pollPeriod: 100,
-                timeout: 1,
+                ...otherSlave(11, 'Ranges'),
                 byteOrder: 'BIG',
                 wordOrder: 'BIG',
                 timeseries: [
