@@ -31,7 +31,7 @@ import { MIGRATIONS } from './db/migrations/index.js';
 import { migrate } from './db/migrator.js';
 import { DB_FILE, type Db, openDb } from './db/open.js';
 import type { SqliteAddon } from './db/sqlite-addon.js';
-import { ActivityService } from './devices/activity-service.js';
+import { ActivityService, type ActivitySnapshot } from './devices/activity-service.js';
 import { DeviceProfileService } from './devices/device-profile-service.js';
 import { DeviceService } from './devices/device-service.js';
 import { ProfileTransports } from './devices/profile-transports.js';
@@ -930,8 +930,13 @@ async function buildServices(
     maxBytes: config.ota.maxBytes,
   });
   ota.start();
+  // DEVICE_ACTIVITY notifications commit with the activity change; the notification center is
+  // made below (it needs services made after this one).
+  let activityInCommit: ((snapshot: ActivitySnapshot) => void) | undefined;
   const activity = new ActivityService({
     attributes,
+    db,
+    inCommit: (snapshot) => activityInCommit?.(snapshot),
     bus,
     log: loggers.devices,
     inactivityTimeoutMs: config.activity.inactivityTimeoutSec * 1000,
@@ -984,6 +989,7 @@ async function buildServices(
     modem: (c) => new GsmModem(c, loggers.notifications),
   });
   notifications.start();
+  activityInCommit = (snapshot) => notifications.service.onActivity(snapshot);
   const alarms = new AlarmService({
     db,
     tenants,

@@ -127,12 +127,22 @@ export class AttributeService {
     values: Record<string, unknown>,
     source?: ChangeSource,
   ): Promise<void> {
+    this.saveValues(deviceId, scope, values, source);
+  }
+
+  /** `save` at once, for a caller inside its own transaction (device activity). */
+  saveValues(
+    deviceId: string,
+    scope: AttributeScope,
+    values: Record<string, unknown>,
+    source?: ChangeSource,
+  ): TypedAttributeKv[] {
     const typed = new Map<string, KvValue>();
     for (const [key, value] of Object.entries(values)) {
       const kv = typeJsValue(value);
       if (kv) typed.set(key, kv);
     }
-    this.saveTyped(deviceId, scope, typed, source);
+    return this.saveTyped(deviceId, scope, typed, source);
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { AttributeService } from '../attributes/attribute-service.js';
+import type { Db } from '../db/open.js';
 import type { EventBus } from '../events.js';
 import type { DeviceIdentity } from './device-service.js';
 
@@ -15,6 +16,13 @@ import type { DeviceIdentity } from './device-service.js';
 
 export interface ActivityServiceDeps {
   readonly attributes: AttributeService;
+  /** For one transaction around a change of state and `inCommit`. */
+  readonly db?: Db;
+  /**
+   * Runs in the transaction that saves a change of state (active or inactive): the
+   * notification outbox of DEVICE_ACTIVITY rules commits with the attributes.
+   */
+  readonly inCommit?: (snapshot: ActivitySnapshot) => void;
   readonly bus: EventBus;
   readonly log: Logger;
   /** Default inactivity timeout; a device's `inactivityTimeout` server attribute (ms) overrides it. */
@@ -52,8 +60,11 @@ const OWNER = 'activity';
 export class ActivityService {
   readonly #states = new Map<string, State>();
   #timer: NodeJS.Timeout | undefined;
+  readonly #commit: (fn: () => void) => void;
 
-  constructor(private readonly deps: ActivityServiceDeps) {}
+  constructor(private readonly deps: ActivityServiceDeps) {
+    this.#commit = deps.db ? deps.db.transaction((fn: () => void) => fn()) : (fn) => fn();
+  }
 
   #now(): number {
     return this.deps.now?.() ?? Date.now();
@@ -191,16 +202,24 @@ export class ActivityService {
     }
   }
 
-  /** Writes server attributes; on a change of state also emits `device.activity`. */
+  /**
+   * Writes server attributes; on a change of state, `inCommit` runs in the same transaction, and
+   * `device.activity` is emitted after it committed.
+   */
   #persist(state: State, values: Record<string, unknown>, emit = 'active' in values): void {
     state.dirty = false;
-    this.deps.attributes.save(state.device.id, 'SERVER_SCOPE', values).then(
-      () => {
-        if (emit) this.deps.bus.emit('device.activity', snapshotOf(state));
-      },
+    const snapshot = snapshotOf(state);
+    try {
+      this.#commit(() => {
+        if (emit) this.deps.inCommit?.(snapshot);
+        this.deps.attributes.saveValues(state.device.id, 'SERVER_SCOPE', values);
+      });
+    } catch (err) {
       // The device was deleted meanwhile: nothing to keep.
-      (err: Error) => this.deps.log.debug({ err, deviceId: state.device.id }, 'activity not saved'),
-    );
+      this.deps.log.debug({ err, deviceId: state.device.id }, 'activity not saved');
+      return;
+    }
+    if (emit) this.deps.bus.emit('device.activity', snapshot);
   }
 }
 

@@ -211,9 +211,7 @@ export class NotificationService {
     });
   }
 
-  start(): void {
-    this.deps.bus.on('notifications', 'device.activity', (s) => this.#onActivity(s));
-  }
+  start(): void {}
 
   stop(): void {
     this.deps.bus.removeOwner('notifications');
@@ -472,7 +470,19 @@ export class NotificationService {
     }
   }
 
-  /** A device became active or inactive (DEVICE_ACTIVITY rules); its own transaction. */
+  /**
+   * A device became active or inactive. Called inside the transaction that saves the change
+   * (ActivityService `inCommit`): the inbox entries and outbox rows commit with the activity
+   * attributes, or not at all. A broken rule is undone on its own; the activity still commits.
+   */
+  onActivity(s: ActivitySnapshot): void {
+    try {
+      this.#savepoint(() => this.#onActivity(s));
+    } catch (err) {
+      this.deps.log.error({ err, deviceId: s.deviceId }, 'device activity notifications failed');
+    }
+  }
+
   #onActivity(s: ActivitySnapshot): void {
     const rules = this.#store.rules
       .all()
@@ -481,40 +491,34 @@ export class NotificationService {
     const device = this.deps.device(s.deviceId);
     if (!device) return;
     const event = s.active ? 'ACTIVE' : 'INACTIVE';
-    try {
-      this.#tx(() => {
-        for (const rule of rules) {
-          const trigger = JSON.parse(rule.trigger_config) as ActivityTrigger;
-          if (!trigger.notifyOn.includes(event)) continue;
-          if (trigger.devices?.length && !trigger.devices.includes(s.deviceId)) continue;
-          if (trigger.deviceProfiles?.length && !trigger.deviceProfiles.includes(device.profileId))
-            continue;
-          const values = {
+    for (const rule of rules) {
+      const trigger = JSON.parse(rule.trigger_config) as ActivityTrigger;
+      if (!trigger.notifyOn.includes(event)) continue;
+      if (trigger.devices?.length && !trigger.devices.includes(s.deviceId)) continue;
+      if (trigger.deviceProfiles?.length && !trigger.deviceProfiles.includes(device.profileId))
+        continue;
+      const values = {
+        deviceId: s.deviceId,
+        deviceName: device.name,
+        deviceType: device.type,
+        eventType: event.toLowerCase(),
+      };
+      this.#fire(
+        {
+          ruleId: rule.id,
+          type: 'DEVICE_ACTIVITY',
+          template: this.#methods(rule.template_id),
+          values,
+          customerId: device.customerId,
+          info: {
+            type: 'DEVICE_ACTIVITY',
             deviceId: s.deviceId,
             deviceName: device.name,
-            deviceType: device.type,
-            eventType: event.toLowerCase(),
-          };
-          this.#fire(
-            {
-              ruleId: rule.id,
-              type: 'DEVICE_ACTIVITY',
-              template: this.#methods(rule.template_id),
-              values,
-              customerId: device.customerId,
-              info: {
-                type: 'DEVICE_ACTIVITY',
-                deviceId: s.deviceId,
-                deviceName: device.name,
-                active: s.active,
-              },
-            },
-            ruleTargets(JSON.parse(rule.recipients_config)),
-          );
-        }
-      });
-    } catch (err) {
-      this.deps.log.error({ err, deviceId: s.deviceId }, 'device activity notifications failed');
+            active: s.active,
+          },
+        },
+        ruleTargets(JSON.parse(rule.recipients_config)),
+      );
     }
   }
 
