@@ -23,16 +23,11 @@
 
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type MqttClient } from 'mqtt';
-import { configWith } from '../../src/config.js';
-import { createGateway } from '../../src/gateway.js';
 import { numeric, rule } from '../../test/helpers/alarms.js';
 import {
   buildBundle,
@@ -40,6 +35,7 @@ import {
   createDevices,
   Histogram,
   loadAverage,
+  startGatewayInProcess,
   startGatewayProcess,
 } from './support.js';
 
@@ -464,23 +460,7 @@ async function queueFigures(baseUrl: string, token: string): Promise<string> {
 async function memory(devices: number): Promise<void> {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (!gc) throw new Error('run with node --expose-gc (npm run bench:alarms does)');
-  const dataDir = await mkdtemp(join(tmpdir(), 'edge-gw-alarm-mem-'));
-  const gw = createGateway(
-    configWith({
-      dataDir,
-      bind: '127.0.0.1',
-      logLevel: 'warn',
-      http: { port: 0 },
-      mqtt: { port: 0 },
-      coap: { port: 0 },
-    }),
-    {
-      secrets: { adminEmail: ADMIN.username, adminPassword: ADMIN.password },
-      uiDir: null,
-      env: {},
-    },
-  );
-  await gw.start();
+  const { gw, stop } = await startGatewayInProcess('alarm-mem');
   try {
     const s = gw.services;
     const profile = s.profiles.save({
@@ -517,8 +497,7 @@ async function memory(devices: number): Promise<void> {
         `(target ≤ 20 MB: ${after - before <= 20 ? 'met' : 'MISSED'})`,
     );
   } finally {
-    await gw.stop();
-    await rm(dataDir, { recursive: true, force: true });
+    await stop();
   }
 }
 

@@ -6,14 +6,10 @@
  */
 
 import { fork } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { configWith } from '../../src/config.js';
-import { createGateway } from '../../src/gateway.js';
+import { startGatewayInProcess } from './support.js';
 
 const MB = 1024 * 1024;
 
@@ -75,20 +71,7 @@ async function main(): Promise<void> {
     return;
   }
   const count = Number(values.devices);
-  const dataDir = await mkdtemp(join(tmpdir(), 'edge-gw-bench-'));
-  const gw = createGateway(
-    configWith({
-      dataDir,
-      bind: '127.0.0.1',
-      logLevel: 'error',
-      http: { port: 0 },
-      mqtt: { port: 0 },
-      coap: { port: 0 },
-      https: { enabled: false },
-    }),
-    { secrets: { adminEmail: 'bench@local', adminPassword: 'bench-password-1' }, env: {} },
-  );
-  await gw.start();
+  const { gw, stop } = await startGatewayInProcess('longpoll', { logLevel: 'error' });
   try {
     const { devices, rpc } = gw.services;
     const ids: string[] = [];
@@ -155,8 +138,7 @@ async function main(): Promise<void> {
     console.log(`  left in memory after: ${JSON.stringify(leftover)}`);
     if (result.ok !== count) process.exitCode = 1;
   } finally {
-    await gw.stop();
-    await rm(dataDir, { recursive: true, force: true });
+    await stop();
   }
 }
 

@@ -43,6 +43,7 @@ import {
   loadAverage,
   machineCpu,
   profilerEnv,
+  rootWithScripts,
   startGatewayProcess,
   storedPoints,
 } from './support.js';
@@ -563,6 +564,9 @@ async function main(): Promise<void> {
       'cpu-prof': { type: 'string' },
       /** json (default), or protobuf / sparkplug side by side with JSON (issue 21). */
       payload: { type: 'string', default: 'json' },
+      /** Issue 14: no chain and the root chain with two scripts, side by side (bench:rules). */
+      rules: { type: 'boolean', default: false },
+      rounds: { type: 'string', default: '2' },
     },
   });
   if (values.gen) {
@@ -583,6 +587,10 @@ async function main(): Promise<void> {
   };
   const durationS = opts.durationMs / 1000;
   if (!values['no-build']) buildBundle();
+  if (values.rules) {
+    await compareRules(publishers, Number(values.rounds), opts);
+    return;
+  }
   const payload = values.payload as PayloadKind;
   if (payload === 'protobuf' || payload === 'sparkplug') {
     await comparePayloads(payload, publishers, opts);
@@ -663,6 +671,93 @@ async function main(): Promise<void> {
   );
   console.log(`  load average after: ${loadAverage()}`);
   if (!verified) process.exitCode = 1;
+}
+
+/**
+ * Issue 14's ingest target on one gateway: rounds alternate an empty root chain ("no chain") and
+ * the default root chain with an extra script filter and script transform (`rootWithScripts`),
+ * switched over REST between runs. The PUBACK rate is the ingest; after each run the chain's
+ * queue must drain with nothing dropped, so that the rate is one the chain keeps up with.
+ */
+async function compareRules(
+  publishers: number,
+  rounds: number,
+  opts: { procs: number; inflight: number; warmupMs: number; durationMs: number },
+): Promise<void> {
+  const durationS = opts.durationMs / 1000;
+  console.log(
+    `MQTT ingest with and without rule chains (issue 14): ${publishers} publishers × ${opts.inflight} in flight, ` +
+      `${opts.warmupMs / 1000} s warm-up + ${durationS} s measured per run, ${rounds} rounds side by side`,
+  );
+  console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
+  const gw = await startGatewayProcess(['--telemetry-max-points', String(1e8)]);
+  try {
+    const token = await adminToken(gw.baseUrl);
+    const api = async (path: string, body?: unknown) => {
+      const res = await fetch(`${gw.baseUrl}${path}`, {
+        method: body === undefined ? 'GET' : 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      if (res.status !== 200) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+      const text = await res.text();
+      return text ? (JSON.parse(text) as unknown) : undefined;
+    };
+    const idOf = (x: unknown) => (x as { id: { id: string } }).id.id;
+    const chains = {
+      'no chain': idOf(await api('/api/ruleChain', { name: 'Empty root' })),
+      'root + 2 scripts': idOf(await api('/api/ruleChain/import', rootWithScripts())),
+    };
+    const tokens = await createDevices(gw.baseUrl, 'bench-rules', publishers);
+    type Stats = {
+      chains: Array<{
+        id: string;
+        queued: number;
+        inFlight: number;
+        processed: number;
+        dropped: number;
+      }>;
+    };
+    const rates: Record<string, number[]> = { 'no chain': [], 'root + 2 scripts': [] };
+    for (let round = 0; round < rounds; round++) {
+      for (const [label, id] of Object.entries(chains)) {
+        await api(`/api/ruleChain/${id}/root`, {});
+        const before = ((await api('/api/ruleChains/stats')) as Stats).chains.find(
+          (c) => c.id === id,
+        );
+        const r = await drive(label, gw.pid, gw.proc.ports.mqtt, tokens, opts);
+        const drainStart = performance.now();
+        let after = before;
+        for (;;) {
+          after = ((await api('/api/ruleChains/stats')) as Stats).chains.find((c) => c.id === id);
+          if (!after || (after.queued === 0 && after.inFlight === 0)) break;
+          if (performance.now() - drainStart > 120_000) break;
+          await sleep(50);
+        }
+        report(r, durationS);
+        const processed = (after?.processed ?? 0) - (before?.processed ?? 0);
+        const dropped = (after?.dropped ?? 0) - (before?.dropped ?? 0);
+        console.log(
+          `    chain: ${processed} messages processed, ${dropped} dropped, queue drained ${((performance.now() - drainStart) / 1000).toFixed(1)} s after the last PUBACK`,
+        );
+        if (dropped > 0) process.exitCode = 1;
+        rates[label]?.push(r.rate);
+      }
+    }
+    const best = (xs: number[] = []) => Math.max(...xs);
+    const none = best(rates['no chain']);
+    const scripted = best(rates['root + 2 scripts']);
+    const lower = 1 - scripted / none;
+    console.log(
+      `  best of ${rounds}: no chain ${Math.round(none).toLocaleString('en-US')} msg/s, root + 2 scripts ${Math.round(scripted).toLocaleString('en-US')} msg/s: ${(100 * lower).toFixed(1)} % lower`,
+    );
+    console.log(
+      `  targets: ≥ 5,000 msg/s with the chain ${scripted >= 5000 ? 'met' : 'MISSED'}; ≤ 25 % lower than no chain ${lower <= 0.25 ? 'met' : 'MISSED'}`,
+    );
+  } finally {
+    await gw.close();
+  }
+  console.log(`  load average after: ${loadAverage()}`);
 }
 
 /**

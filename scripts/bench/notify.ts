@@ -9,16 +9,11 @@
  * outbox row with it). The SMTP port stays closed for `--down` seconds, so the head of the queue
  * backs off a few times; then a real `smtp-server` listens on that port.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { configWith } from '../../src/config.js';
-import { createGateway } from '../../src/gateway.js';
 import { startSmtp } from '../../test/helpers/notify.js';
-import { loadAverage } from './support.js';
+import { loadAverage, startGatewayInProcess } from './support.js';
 
 const { values } = parseArgs({
   options: { count: { type: 'string', default: '1000' }, down: { type: 'string', default: '20' } },
@@ -26,23 +21,11 @@ const { values } = parseArgs({
 const count = Number(values.count);
 const downSec = Number(values.down);
 
-const dataDir = await mkdtemp(join(tmpdir(), 'edge-bench-notify-'));
 const probe = await startSmtp();
 const port = probe.port;
 await probe.close();
 
-const gw = createGateway(
-  configWith({
-    dataDir,
-    bind: '127.0.0.1',
-    logLevel: 'warn',
-    http: { port: 0 },
-    mqtt: { port: 0 },
-    coap: { port: 0 },
-  }),
-  { secrets: { adminEmail: 'bench@local', adminPassword: 'bench-password-1' }, uiDir: null },
-);
-await gw.start();
+const { gw, stop } = await startGatewayInProcess('notify');
 const s = gw.services;
 const n = s.notifications.service;
 s.notifications.settings.save({
@@ -110,5 +93,4 @@ console.log(
   }),
 );
 await smtp.close();
-await gw.stop();
-await rm(dataDir, { recursive: true, force: true });
+await stop();

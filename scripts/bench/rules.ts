@@ -8,27 +8,33 @@
  *    (a) the default root chain and (b) the default root chain with an extra script filter and
  *    script transform in front, each until every queue is empty. Messages/s of each.
  *
- * Usage: npm run bench:rules [-- --messages 20000 --calls 20000]
+ * 3. MQTT ingest (the issue's target: ≥ 5,000 telemetry msg/s with the chain of 2b, ≤ 25 %
+ *    below no chain): `bench:mqtt --rules`, run after the two above (skip with `--no-mqtt`). The
+ *    gateway runs as the built bundle; rounds alternate an empty root chain and the chain of 2b
+ *    on one gateway, so the machine's load hits both alike.
  *
- * @NOTE: the MQTT-ingest comparison of the issue (≥ 5,000 msg/s with the chain, ≤ 25 % below no
- * chain) needs device uplinks to reach the engine, which the message pipeline of issue 13 does;
- * until it is on main this measures the engine alone.
+ * Usage: npm run bench:rules [-- --messages 20000 --calls 20000 --no-mqtt
+ *                                --publishers 20 --duration 5 --rounds 2]
  */
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { GatewayMsg } from '../../src/messages/types.js';
-import { defaultRootChain } from '../../src/rules/default-root-chain.js';
-import { loadAverage, startGatewayInProcess } from './support.js';
+import { loadAverage, rootWithScripts, startGatewayInProcess } from './support.js';
 
 const { values } = parseArgs({
   options: {
     messages: { type: 'string', default: '20000' },
     calls: { type: 'string', default: '20000' },
+    'no-mqtt': { type: 'boolean', default: false },
+    publishers: { type: 'string', default: '20' },
+    duration: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '2' },
   },
 });
 const MESSAGES = Number(values.messages);
 const CALLS = Number(values.calls);
-const P = 'org.thingsboard.rule.engine.';
 
 const { gw, stop } = await startGatewayInProcess('rules', {
   rules: { queueSize: MESSAGES + 1 },
@@ -70,38 +76,7 @@ try {
   console.log(`script filter call: median ${at(0.5)} µs, p99 ${at(0.99)} µs (${CALLS} calls)`);
 
   // 2. Engine throughput, default chain vs default chain + script filter + script transform.
-  const withScripts = structuredClone(defaultRootChain) as {
-    ruleChain: Record<string, unknown>;
-    metadata: {
-      firstNodeIndex: number;
-      nodes: Array<Record<string, unknown>>;
-      connections: Array<{ fromIndex: number; toIndex: number; type: string }>;
-    };
-  };
-  withScripts.ruleChain.name = 'Root + scripts';
-  const n = withScripts.metadata.nodes.length;
-  withScripts.metadata.nodes.push(
-    {
-      type: `${P}filter.TbJsFilterNode`,
-      name: 'Extra filter',
-      configuration: { scriptLang: 'JS', jsScript: 'return msg.temperature > -100;' },
-    },
-    {
-      type: `${P}transform.TbTransformMsgNode`,
-      name: 'Extra transform',
-      configuration: {
-        scriptLang: 'JS',
-        jsScript:
-          'metadata.checked = "yes";\nreturn {msg: msg, metadata: metadata, msgType: msgType};',
-      },
-    },
-  );
-  withScripts.metadata.connections.push(
-    { fromIndex: n, toIndex: n + 1, type: 'True' },
-    { fromIndex: n + 1, toIndex: withScripts.metadata.firstNodeIndex, type: 'Success' },
-  );
-  withScripts.metadata.firstNodeIndex = n;
-  const scriptedId = rules.chains.import(withScripts).id.id;
+  const scriptedId = rules.chains.import(rootWithScripts()).id.id;
   const defaultId = rules.chains.definitions().find((c) => c.root)?.id ?? '';
 
   const run = async (chainId: string): Promise<number> => {
@@ -127,4 +102,21 @@ try {
   );
 } finally {
   await stop();
+}
+
+if (!values['no-mqtt']) {
+  const args = ['--rules', '--publishers', values.publishers, '--duration', values.duration];
+  const mqtt = spawnSync(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      fileURLToPath(new URL('./mqtt.ts', import.meta.url)),
+      ...args,
+      '--rounds',
+      values.rounds,
+    ],
+    { stdio: 'inherit' },
+  );
+  if (mqtt.status !== 0) process.exitCode = 1;
 }

@@ -14,6 +14,7 @@ import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { type Config, configWith, type DeepPartial } from '../../src/config.js';
 import { createGateway, type Gateway } from '../../src/gateway.js';
+import { defaultRootChain } from '../../src/rules/default-root-chain.js';
 import { decodeLogRecord } from '../../src/telemetry/telemetry-block.js';
 import {
   BUNDLE,
@@ -42,7 +43,8 @@ export interface BenchGateway {
 
 /**
  * A gateway in the bench's own process (`createGateway`) on ephemeral loopback ports with a temp
- * data dir, for benches that read its services or bus directly. `stop()` deletes the data dir.
+ * data dir, for benches that read its services or bus directly; the admin is `adminToken`'s.
+ * `stop()` stops it and deletes the data dir.
  */
 export async function startGatewayInProcess(
   name: string,
@@ -56,7 +58,9 @@ export async function startGatewayInProcess(
       logLevel: 'warn',
       ...config,
       http: { port: 0, ...config.http },
-      mqtt: { port: 0, ...config.mqtt },
+      // No listener on a fixed port: HTTPS off, MQTT over TLS on an ephemeral port.
+      https: { enabled: false, port: 0, ...config.https },
+      mqtt: { port: 0, tlsPort: 0, ...config.mqtt },
       coap: { port: 0, ...config.coap },
     }),
     { secrets: { adminEmail: ADMIN_EMAIL, adminPassword: ADMIN_PASSWORD }, env: {}, uiDir: null },
@@ -287,4 +291,44 @@ export function storedPoints(dataDir: string): number {
   } finally {
     db.close();
   }
+}
+
+/**
+ * Issue 14's benchmark chain: the default root chain with an extra script filter and script
+ * transform in front, so that every message runs two scripts (a ThingsBoard export).
+ */
+export function rootWithScripts(): unknown {
+  const P = 'org.thingsboard.rule.engine.';
+  const chain = structuredClone(defaultRootChain) as {
+    ruleChain: Record<string, unknown>;
+    metadata: {
+      firstNodeIndex: number;
+      nodes: Array<Record<string, unknown>>;
+      connections: Array<{ fromIndex: number; toIndex: number; type: string }>;
+    };
+  };
+  chain.ruleChain.name = 'Root + scripts';
+  const n = chain.metadata.nodes.length;
+  chain.metadata.nodes.push(
+    {
+      type: `${P}filter.TbJsFilterNode`,
+      name: 'Extra filter',
+      configuration: { scriptLang: 'JS', jsScript: 'return msg.temperature > -100;' },
+    },
+    {
+      type: `${P}transform.TbTransformMsgNode`,
+      name: 'Extra transform',
+      configuration: {
+        scriptLang: 'JS',
+        jsScript:
+          'metadata.checked = "yes";\nreturn {msg: msg, metadata: metadata, msgType: msgType};',
+      },
+    },
+  );
+  chain.metadata.connections.push(
+    { fromIndex: n, toIndex: n + 1, type: 'True' },
+    { fromIndex: n + 1, toIndex: chain.metadata.firstNodeIndex, type: 'Success' },
+  );
+  chain.metadata.firstNodeIndex = n;
+  return chain;
 }
