@@ -1030,7 +1030,7 @@ async function buildServices(
     now: overrides.now ?? clock.now,
   });
   alarmRetention.start();
-  const rules = await createRules({
+  const rules = createRules({
     db,
     tenants,
     telemetry,

@@ -102,6 +102,12 @@ describe('rule chains over REST', () => {
     assert.ok(types.includes(`${P}rpc.TbSendRPCReplyNode`));
     assert.ok(types.includes(`${P}profile.TbDeviceProfileNode`));
     assert.equal(meta.body.firstNodeIndex, 0);
+    // Its scripts are compiled when they first run, not at start: the sandbox is not loaded yet.
+    assert.equal(t.gw.services.rules.scripts.loaded, false);
+    // It passes the save-time check, which compiles every script (init stores it unchecked).
+    const saved = await call('/api/ruleChain/metadata', { body: meta.body });
+    assert.equal(saved.status, 200, JSON.stringify(saved.body));
+    assert.equal(t.gw.services.rules.scripts.loaded, true);
   });
 
   it('imports a ThingsBoard export and exports the same JSON back', async () => {

@@ -76,7 +76,7 @@ try {
   console.log(`script filter call: median ${at(0.5)} µs, p99 ${at(0.99)} µs (${CALLS} calls)`);
 
   // 2. Engine throughput, default chain vs default chain + script filter + script transform.
-  const scriptedId = rules.chains.import(rootWithScripts()).id.id;
+  const scriptedId = (await rules.chains.import(rootWithScripts())).id.id;
   const defaultId = rules.chains.definitions().find((c) => c.root)?.id ?? '';
 
   const run = async (chainId: string): Promise<number> => {

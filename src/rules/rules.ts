@@ -52,8 +52,9 @@ export interface Rules {
 /** What the chains store is the gateway's own change: it makes no new message. */
 const SYSTEM = { kind: 'system' } as const;
 
-export async function createRules(deps: RulesDeps): Promise<Rules> {
-  const scripts = await ScriptEngine.load(deps.scriptLimits);
+export function createRules(deps: RulesDeps): Rules {
+  // QuickJS loads when a script first runs or a chain is saved (its scripts are checked then).
+  const scripts = ScriptEngine.lazy(deps.scriptLimits);
   const mailer = new Mailer({ systemSmtp: deps.systemSmtp });
   // The engine reloads a chain after each change; it is made below, before any change can come.
   let engine: RuleEngine | undefined;

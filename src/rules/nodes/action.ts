@@ -201,8 +201,18 @@ export const generator: NodeSpec = {
     let prev = { data: '{}', metadata: '{}', type: '""' };
     let sent = 0;
     let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
     const tick = () => {
       timer = undefined;
+      if (stopped) return;
+      const loading = script.prepare();
+      if (loading !== undefined) {
+        loading.then(tick, (err: unknown) => {
+          services.log.warn({ err, node: id }, 'generator script failed');
+          if (!stopped) arm();
+        });
+        return;
+      }
       try {
         const r = script.invoke([prev.data, prev.metadata, prev.type]);
         if (r === null || typeof r !== 'object' || Array.isArray(r))
@@ -236,6 +246,7 @@ export const generator: NodeSpec = {
     return {
       onMsg: (msg) => ({ labels: SUCCESS, msg }),
       destroy: () => {
+        stopped = true;
         if (timer) clearTimeout(timer);
         script.dispose();
       },

@@ -11,7 +11,7 @@ import { derive, processPattern } from '../msg.js';
 import type { ScriptEngine } from '../script/sandbox.js';
 import type { NodeSpec } from '../types.js';
 import { FALSE } from '../types.js';
-import { bool, checkScript, NodeScript, PREFIX, str, strings } from './support.js';
+import { bool, checkScript, NodeScript, PREFIX, str, strings, withScript } from './support.js';
 
 const SEVERITIES = ['CRITICAL', 'MAJOR', 'MINOR', 'WARNING', 'INDETERMINATE'];
 
@@ -76,49 +76,50 @@ export const createAlarm: NodeSpec = {
     const script = detailsScript(services.scripts, config);
     const fromMessage = bool(config, 'useMessageAlarmData');
     const overwrite = bool(config, 'overwriteAlarmDetails');
+    const raise = (msg: GatewayMsg) => {
+      const alarms = services.alarms;
+      if (!alarms) throw new Error('alarms are not available');
+      if (msg.originator.entityType !== 'DEVICE')
+        throw new Error(
+          `create alarm: originator is ${msg.originator.entityType}, a DEVICE is required`,
+        );
+      const given = fromMessage ? ((msg.data ?? {}) as Record<string, unknown>) : {};
+      const type =
+        fromMessage && typeof given.type === 'string'
+          ? given.type
+          : processPattern(str(config, 'alarmType'), msg);
+      const severity =
+        fromMessage && typeof given.severity === 'string'
+          ? given.severity
+          : processPattern(str(config, 'severity'), msg);
+      if (!SEVERITIES.includes(severity))
+        throw new Error(
+          `create alarm: severity "${severity}" is not one of ${SEVERITIES.join(', ')}`,
+        );
+      const existing = alarms.active(msg.originator.id, type);
+      const newDetails =
+        fromMessage && !overwrite && 'details' in given
+          ? given.details
+          : details(script, msg, existing?.details);
+      const ts = Number(msg.metadata.ts);
+      const event = alarms.raise({
+        originatorId: msg.originator.id,
+        type,
+        severity: severity as AlarmSeverity,
+        ts: Number.isFinite(ts) && ts > 0 ? ts : msg.ts,
+        details: newDetails,
+        propagate: bool(config, 'propagate'),
+        propagateToOwner: bool(config, 'propagateToOwner'),
+        propagateToTenant: bool(config, 'propagateToTenant'),
+        propagateRelationTypes: strings(config, 'relationTypes'),
+      });
+      if (!event) return undefined;
+      return event.action === 'CREATED'
+        ? { labels: 'Created', msg: alarmMsg(msg, event.alarm, 'isNewAlarm') }
+        : { labels: 'Updated', msg: alarmMsg(msg, event.alarm, 'isExistingAlarm') };
+    };
     return {
-      onMsg: (msg) => {
-        const alarms = services.alarms;
-        if (!alarms) throw new Error('alarms are not available');
-        if (msg.originator.entityType !== 'DEVICE')
-          throw new Error(
-            `create alarm: originator is ${msg.originator.entityType}, a DEVICE is required`,
-          );
-        const given = fromMessage ? ((msg.data ?? {}) as Record<string, unknown>) : {};
-        const type =
-          fromMessage && typeof given.type === 'string'
-            ? given.type
-            : processPattern(str(config, 'alarmType'), msg);
-        const severity =
-          fromMessage && typeof given.severity === 'string'
-            ? given.severity
-            : processPattern(str(config, 'severity'), msg);
-        if (!SEVERITIES.includes(severity))
-          throw new Error(
-            `create alarm: severity "${severity}" is not one of ${SEVERITIES.join(', ')}`,
-          );
-        const existing = alarms.active(msg.originator.id, type);
-        const newDetails =
-          fromMessage && !overwrite && 'details' in given
-            ? given.details
-            : details(script, msg, existing?.details);
-        const ts = Number(msg.metadata.ts);
-        const event = alarms.raise({
-          originatorId: msg.originator.id,
-          type,
-          severity: severity as AlarmSeverity,
-          ts: Number.isFinite(ts) && ts > 0 ? ts : msg.ts,
-          details: newDetails,
-          propagate: bool(config, 'propagate'),
-          propagateToOwner: bool(config, 'propagateToOwner'),
-          propagateToTenant: bool(config, 'propagateToTenant'),
-          propagateRelationTypes: strings(config, 'relationTypes'),
-        });
-        if (!event) return undefined;
-        return event.action === 'CREATED'
-          ? { labels: 'Created', msg: alarmMsg(msg, event.alarm, 'isNewAlarm') }
-          : { labels: 'Updated', msg: alarmMsg(msg, event.alarm, 'isExistingAlarm') };
-      },
+      onMsg: (msg) => withScript(script, () => raise(msg)),
       destroy: () => script.dispose(),
     };
   },
@@ -130,22 +131,23 @@ export const clearAlarm: NodeSpec = {
   check: (c, scripts) => checkDetails(c, scripts),
   create: ({ config, services }) => {
     const script = detailsScript(services.scripts, config);
+    const clear = (msg: GatewayMsg) => {
+      const alarms = services.alarms;
+      if (!alarms) throw new Error('alarms are not available');
+      // The ALARM itself as originator, else the device's uncleared alarm of that type.
+      const target =
+        msg.originator.entityType === 'ALARM'
+          ? alarms.get(msg.originator.id)
+          : msg.originator.entityType === 'DEVICE'
+            ? alarms.active(msg.originator.id, processPattern(str(config, 'alarmType'), msg))
+            : undefined;
+      if (!target || target.cleared) return { labels: FALSE, msg };
+      const event = alarms.clear(target.id.id, details(script, msg, target.details));
+      if (!event) return { labels: FALSE, msg };
+      return { labels: 'Cleared', msg: alarmMsg(msg, event.alarm, 'isClearedAlarm') };
+    };
     return {
-      onMsg: (msg) => {
-        const alarms = services.alarms;
-        if (!alarms) throw new Error('alarms are not available');
-        // The ALARM itself as originator, else the device's uncleared alarm of that type.
-        const target =
-          msg.originator.entityType === 'ALARM'
-            ? alarms.get(msg.originator.id)
-            : msg.originator.entityType === 'DEVICE'
-              ? alarms.active(msg.originator.id, processPattern(str(config, 'alarmType'), msg))
-              : undefined;
-        if (!target || target.cleared) return { labels: FALSE, msg };
-        const event = alarms.clear(target.id.id, details(script, msg, target.details));
-        if (!event) return { labels: FALSE, msg };
-        return { labels: 'Cleared', msg: alarmMsg(msg, event.alarm, 'isClearedAlarm') };
-      },
+      onMsg: (msg) => withScript(script, () => clear(msg)),
       destroy: () => script.dispose(),
     };
   },

@@ -85,24 +85,42 @@ export function checkScript(
   }
 }
 
-/** A node's compiled script, called with a message's `msg`, `metadata` and `msgType`. */
+/**
+ * A node's script, called with a message's `msg`, `metadata` and `msgType`. It is compiled when
+ * it first runs, not when the chain loads: the sandbox (ScriptEngine) is loaded only once a
+ * script is needed. Before a run, `prepare()` gives the promise to wait for when it is not loaded
+ * yet (`withScript` does both).
+ */
 export class NodeScript {
-  readonly #script: CompiledScript;
+  #script: CompiledScript | undefined;
+  #disposed = false;
+  readonly #body: string;
 
   constructor(
-    scripts: ScriptEngine,
+    private readonly scripts: ScriptEngine,
     config: Config,
     jsField: string,
     tbelField: string,
-    argNames: readonly string[] = MSG_ARGS,
+    private readonly argNames: readonly string[] = MSG_ARGS,
   ) {
-    this.#script = scripts.compile(str(config, scriptField(config, jsField, tbelField)), argNames);
+    this.#body = str(config, scriptField(config, jsField, tbelField));
+  }
+
+  /** Undefined when the script can run now; else a promise that settles once it can. */
+  prepare(): Promise<void> | undefined {
+    return this.#script || this.scripts.loaded ? undefined : this.scripts.ready();
+  }
+
+  get #compiled(): CompiledScript {
+    if (this.#disposed) throw new ScriptRuntimeError('script is disposed');
+    this.#script ??= this.scripts.compile(this.#body, this.argNames);
+    return this.#script;
   }
 
   /** The script's result as JSON text (undefined: it returned nothing). */
   runText(msg: GatewayMsg): { text: string | undefined; dataText: string } {
     const dataText = JSON.stringify(msg.data ?? {});
-    const text = this.#script.invoke([
+    const text = this.#compiled.invoke([
       dataText,
       JSON.stringify(msg.metadata),
       JSON.stringify(msg.type),
@@ -117,13 +135,20 @@ export class NodeScript {
 
   /** Runs with arbitrary JSON texts (generator: previous message parts). */
   invoke(args: readonly string[]): unknown {
-    const text = this.#script.invoke(args);
+    const text = this.#compiled.invoke(args);
     return text === undefined ? undefined : JSON.parse(text);
   }
 
   dispose(): void {
-    this.#script.dispose();
+    this.#disposed = true;
+    this.#script?.dispose();
   }
+}
+
+/** Runs `fn` once `script` can run: at once, or after the sandbox has loaded. */
+export function withScript<T>(script: NodeScript, fn: () => T): T | Promise<T> {
+  const loading = script.prepare();
+  return loading !== undefined ? loading.then(fn) : fn();
 }
 
 export function wrongResult(what: string, got: unknown): ScriptRuntimeError {
@@ -156,10 +181,11 @@ export function scriptNodeSpec(
     create: (init) => {
       const script = new NodeScript(init.services.scripts, init.config, 'jsScript', 'tbelScript');
       return {
-        onMsg: (msg) => {
-          const { text, dataText } = script.runText(msg);
-          return onResult(text === undefined ? undefined : JSON.parse(text), msg, init, dataText);
-        },
+        onMsg: (msg) =>
+          withScript(script, () => {
+            const { text, dataText } = script.runText(msg);
+            return onResult(text === undefined ? undefined : JSON.parse(text), msg, init, dataText);
+          }),
         destroy: () => script.dispose(),
       };
     },

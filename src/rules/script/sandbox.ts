@@ -6,13 +6,11 @@
  * own QuickJS runtime, so that a memory limit and a time limit hold per node, and one runaway
  * script cannot exhaust another's memory.
  */
-import variant from '@jitl/quickjs-singlefile-mjs-release-sync';
-import {
-  newQuickJSWASMModuleFromVariant,
-  type QuickJSContext,
-  type QuickJSHandle,
-  type QuickJSRuntime,
-  type QuickJSWASMModule,
+import type {
+  QuickJSContext,
+  QuickJSHandle,
+  QuickJSRuntime,
+  QuickJSWASMModule,
 } from 'quickjs-emscripten-core';
 
 /** ThingsBoard's script limits (reference §4): body 50 000 chars, args 100 000, result 300 000. */
@@ -70,16 +68,51 @@ export class ScriptRuntimeError extends Error {
   override name = 'ScriptRuntimeError';
 }
 
-/** Loads the WebAssembly module once; every compiled script shares it (not its memory). */
+/**
+ * Loads the WebAssembly module once; every compiled script shares it (not its memory). The
+ * module is about 13 MB of a process's memory (its code and heap) and each compiled script's
+ * runtime another 2 MB, so a gateway loads it when a script is first needed (`lazy`), not at
+ * start: an idle gateway whose scripts have not run holds none of it (docs/benchmarks.md).
+ */
 export class ScriptEngine {
-  private constructor(
-    private readonly module: QuickJSWASMModule,
-    readonly limits: ScriptLimits,
-  ) {}
+  #module: QuickJSWASMModule | undefined;
+  #loading: Promise<void> | undefined;
 
+  private constructor(readonly limits: ScriptLimits) {}
+
+  /** An engine that loads QuickJS on `ready()`; `compile` needs it loaded. */
+  static lazy(limits: Partial<ScriptLimits> = {}): ScriptEngine {
+    return new ScriptEngine({ ...DEFAULT_SCRIPT_LIMITS, ...limits });
+  }
+
+  /** An engine with QuickJS loaded. */
   static async load(limits: Partial<ScriptLimits> = {}): Promise<ScriptEngine> {
-    const module = await newQuickJSWASMModuleFromVariant(variant);
-    return new ScriptEngine(module, { ...DEFAULT_SCRIPT_LIMITS, ...limits });
+    const engine = ScriptEngine.lazy(limits);
+    await engine.ready();
+    return engine;
+  }
+
+  /** True once QuickJS is loaded: `compile` works. */
+  get loaded(): boolean {
+    return this.#module !== undefined;
+  }
+
+  /**
+   * Loads QuickJS (once; later calls share the first load). Its modules are imported here, not
+   * at the top: the bundle evaluates them (0.8 MB of WebAssembly as text) only now.
+   */
+  ready(): Promise<void> {
+    this.#loading ??= (async () => {
+      const [{ default: variant }, { newQuickJSWASMModuleFromVariant }] = await Promise.all([
+        import('@jitl/quickjs-singlefile-mjs-release-sync'),
+        import('quickjs-emscripten-core'),
+      ]);
+      this.#module = await newQuickJSWASMModuleFromVariant(variant);
+    })().catch((err: unknown) => {
+      this.#loading = undefined;
+      throw err;
+    });
+    return this.#loading;
   }
 
   /**
@@ -93,7 +126,8 @@ export class ScriptEngine {
         `script is ${body.length} characters, at most ${MAX_SCRIPT_CHARS}`,
         undefined,
       );
-    return new CompiledScript(this.module, body, argNames, this.limits);
+    if (!this.#module) throw new Error('the script engine is not loaded: await ready() first');
+    return new CompiledScript(this.#module, body, argNames, this.limits);
   }
 }
 

@@ -24,9 +24,11 @@ export function ruleChainRoutes(deps: {
 
   app.post('/ruleChain', user, admin, async (c) => c.json(chains.save(await readJson(c))));
   app.post('/ruleChain/metadata', user, admin, async (c) =>
-    c.json(chains.saveMetadata(await readJson(c))),
+    c.json(await chains.saveMetadata(await readJson(c))),
   );
-  app.post('/ruleChain/import', user, admin, async (c) => c.json(chains.import(await readJson(c))));
+  app.post('/ruleChain/import', user, admin, async (c) =>
+    c.json(await chains.import(await readJson(c))),
+  );
   app.get('/ruleChains/stats', user, admin, (c) => c.json(deps.engine.stats()));
   app.get('/ruleChains', user, admin, (c) => {
     const query = queryRecord(c);
