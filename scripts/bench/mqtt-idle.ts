@@ -7,8 +7,13 @@
  * over REST (a device has one MQTT session at a time). This process opens the connections from
  * 127.0.0.1 (mqtt.js, MQTT 3.1.1, keep-alive 60 s), `--parallel` CONNECTs at a time, holds them
  * for `--hold` seconds and reads the gateway's VmRSS from /proc before and after.
+ *
+ * Side by side in one run (the machine is shared): `--baseline path/to/edge-gateway.mjs` runs
+ * another build's bundle first, `--variant 'name=NODE_OPTIONS flags'` (repeatable) this bundle
+ * with those V8/Node flags, e.g. `--variant 'semi1=--max-semi-space-size=1'`.
  */
 
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type MqttClient } from 'mqtt';
 import { buildBundle, createDevices, loadAverage, rssMiB, startGatewayProcess } from './support.js';
@@ -38,23 +43,16 @@ function open(port: number, token: string, i: number): Promise<MqttClient> {
   });
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      connections: { type: 'string', default: '5000' },
-      hold: { type: 'string', default: '10' },
-      parallel: { type: 'string', default: '200' },
-      'no-build': { type: 'boolean', default: false },
-    },
-  });
-  const count = Number(values.connections);
-  const holdMs = Number(values.hold) * 1000;
-  const parallel = Number(values.parallel);
-  if (!values['no-build']) buildBundle();
-  console.log(`MQTT idle connections benchmark: ${count} connections held ${holdMs / 1000} s`);
-  console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
+interface Variant {
+  readonly name: string;
+  readonly bundle?: string;
+  readonly env: Record<string, string>;
+}
 
-  const gw = await startGatewayProcess();
+/** One gateway holding `count` idle connections; true when the target is met. */
+async function run(v: Variant, count: number, holdMs: number, parallel: number): Promise<boolean> {
+  console.log(`\n  ${v.name}:`);
+  const gw = await startGatewayProcess([], v.env, v.bundle);
   const clients: MqttClient[] = [];
   try {
     const atStart = await rssMiB(gw.pid);
@@ -98,12 +96,44 @@ async function main(): Promise<void> {
     console.log(
       `  target (${count} connections, RSS ≤ 150 MB, issue 18): ${met ? 'met' : 'MISSED'}`,
     );
-    console.log(`  load average after: ${loadAverage()}`);
-    if (!met) process.exitCode = 1;
+    return met;
   } finally {
     await Promise.all(clients.map((c) => c.endAsync(true).catch(() => undefined)));
     await gw.close();
   }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      connections: { type: 'string', default: '5000' },
+      hold: { type: 'string', default: '10' },
+      parallel: { type: 'string', default: '200' },
+      baseline: { type: 'string' },
+      variant: { type: 'string', multiple: true, default: [] },
+      'no-build': { type: 'boolean', default: false },
+    },
+  });
+  const count = Number(values.connections);
+  const holdMs = Number(values.hold) * 1000;
+  const parallel = Number(values.parallel);
+  if (!values['no-build']) buildBundle();
+  console.log(`MQTT idle connections benchmark: ${count} connections held ${holdMs / 1000} s`);
+  console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
+  const variants: Variant[] = [
+    ...(values.baseline
+      ? [{ name: `baseline ${values.baseline}`, bundle: resolve(values.baseline), env: {} }]
+      : []),
+    { name: 'this build', env: {} },
+    ...(values.variant ?? []).map((v) => {
+      const eq = v.indexOf('=');
+      return { name: `this build, ${v.slice(0, eq)}`, env: { NODE_OPTIONS: v.slice(eq + 1) } };
+    }),
+  ];
+  let met = true;
+  for (const v of variants) met = (await run(v, count, holdMs, parallel)) && met;
+  console.log(`\n  load average after: ${loadAverage()}`);
+  if (!met) process.exitCode = 1;
 }
 
 await main();

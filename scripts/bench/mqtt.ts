@@ -562,6 +562,8 @@ async function main(): Promise<void> {
       'gateway-args': { type: 'string', default: '' },
       /** Writes a V8 CPU profile of the gateway process into this directory. */
       'cpu-prof': { type: 'string' },
+      /** NODE_OPTIONS of the gateway process, e.g. `--node-options=--max-semi-space-size=1`. */
+      'node-options': { type: 'string', default: '' },
       /** json (default), or protobuf / sparkplug side by side with JSON (issue 21). */
       payload: { type: 'string', default: 'json' },
       /** Issue 14: no chain and the root chain with two scripts, side by side (bench:rules). */
@@ -605,10 +607,14 @@ async function main(): Promise<void> {
 
   const extra = values['gateway-args'].split(' ').filter((a) => a !== '');
   if (extra.length > 0) console.log(`  gateway flags: ${extra.join(' ')}`);
+  const nodeOptions = values['node-options'];
+  if (nodeOptions) console.log(`  gateway NODE_OPTIONS: ${nodeOptions}`);
   const profDir = values['cpu-prof'];
+  const profEnv = profDir ? await profilerEnv(profDir) : {};
+  const options = [profEnv.NODE_OPTIONS, nodeOptions].filter(Boolean).join(' ');
   const gw = await startGatewayProcess(
     ['--telemetry-max-points', String(1e9), ...extra],
-    profDir ? await profilerEnv(profDir) : {},
+    options ? { NODE_OPTIONS: options } : {},
   );
   let gatewayResult: RunResult;
   let verified = false;
