@@ -52,7 +52,8 @@ try {
     committed: true,
   });
 
-  // 1. One script call.
+  // 1. One script call (the sandbox loads on first use; here before the timing).
+  await rules.scripts.ready();
   const script = rules.scripts.compile('return msg.temperature > 20;', [
     'msg',
     'metadata',
