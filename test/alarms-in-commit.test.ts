@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { DB_FILE } from '../src/db/open.js';
-import type { MessageProcessor } from '../src/messages/types.js';
+import type { GatewayMsg, MessageProcessor } from '../src/messages/types.js';
 import {
   alarmsOf,
   createProfile,
@@ -22,6 +22,7 @@ import {
 import { coapRequest } from './helpers/coap.js';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect } from './helpers/mqtt.js';
+import { adminPost } from './helpers/notify.js';
 
 const HOT = {
   id: 'hot',
@@ -136,6 +137,62 @@ describe('alarms in the commit of the reading', () => {
   });
 });
 
+describe('a chain where a script comes before the Device Profile node', () => {
+  let t: TestGateway;
+
+  before(async () => {
+    t = await startGateway();
+  });
+  after(() => t.close());
+
+  it('is evaluated by the node after the commit, on the message as the script made it', async () => {
+    const P = 'org.thingsboard.rule.engine.';
+    // The script lowers every temperature by 15 before the alarm rules see it.
+    const chain = await adminPost(t, '/api/ruleChain/import', {
+      ruleChain: { name: 'Calibrated', type: 'CORE', root: false, debugMode: false },
+      metadata: {
+        firstNodeIndex: 0,
+        nodes: [
+          {
+            type: `${P}transform.TbTransformMsgNode`,
+            name: 'calibrate',
+            configuration: {
+              scriptLang: 'JS',
+              jsScript:
+                'msg.temperature = msg.temperature - 15; return {msg: msg, metadata: metadata, msgType: msgType};',
+            },
+          },
+          { type: `${P}profile.TbDeviceProfileNode`, name: 'alarms', configuration: {} },
+        ],
+        connections: [{ fromIndex: 0, toIndex: 1, type: 'Success' }],
+        ruleChainConnections: null,
+      },
+    });
+    const profile = await adminPost<{ id: { id: string } }>(t, '/api/deviceProfile', {
+      name: 'Calibrated',
+      type: 'DEFAULT',
+      defaultRuleChainId: { entityType: 'RULE_CHAIN', id: chain.id.id },
+      profileData: { alarms: [HOT] },
+    });
+    const d = await createProfiledDevice(t, 'calibrated-1', profile.id.id);
+    const c = await mqttConnect(t.gw.ports.mqtt, { username: d.token, clientId: 'calibrated-1' });
+    try {
+      // 40 raw is 25 calibrated: no alarm (an evaluation in the commit would have seen 40).
+      await c.publishAsync('v1/devices/me/telemetry', '{"temperature":40}', { qos: 1 });
+      await settled(t);
+      assert.deepEqual(await alarmsOf(t, d.id), []);
+      await c.publishAsync('v1/devices/me/telemetry', '{"temperature":50}', { qos: 1 });
+      const [alarm] = await waitFor(async () => {
+        const list = await alarmsOf(t, d.id);
+        return list.length > 0 ? list : undefined;
+      });
+      assert.equal(alarm.type, 'Hot');
+    } finally {
+      await c.endAsync();
+    }
+  });
+});
+
 describe('alarms in the commit, with the processing entry point stalled', () => {
   let t: TestGateway;
   const held: string[] = [];
@@ -168,6 +225,77 @@ describe('alarms in the commit, with the processing entry point stalled', () => 
       assert.ok(held.includes('POST_TELEMETRY_REQUEST'), 'the messages went to the processor');
     } finally {
       file.close();
+      await c.endAsync();
+    }
+  });
+});
+
+describe('alarm events of an in-commit evaluation', () => {
+  let t: TestGateway;
+  /** Every message the processing entry point got, before it runs the chains. */
+  const seen: GatewayMsg[] = [];
+
+  before(async () => {
+    t = await startGateway({
+      messageProcessor: (_s, standard) => ({
+        process: (msg) => {
+          seen.push(msg);
+          standard.process(msg);
+        },
+        endBatch: () => standard.endBatch?.(),
+      }),
+    });
+  });
+  after(() => t.close());
+
+  it('go on the bus and to the rule chains after the commit, after the reading, with their flags', async () => {
+    const profileId = await createProfile(t, 'Events', [
+      {
+        ...HOT,
+        createRules: {
+          CRITICAL: rule([numeric('temperature', 'GREATER', 40)]),
+          MAJOR: rule([numeric('temperature', 'GREATER', 30)]),
+        },
+      },
+    ]);
+    const d = await createProfiledDevice(t, 'events-1', profileId);
+    const bus: string[] = [];
+    t.gw.bus.on('test', 'alarm', (e) => {
+      if (e.alarm.originator.id === d.id) bus.push(e.action);
+    });
+    const c = await mqttConnect(t.gw.ports.mqtt, { username: d.token, clientId: 'events-1' });
+    try {
+      for (const v of [35, 45, 20]) {
+        await c.publishAsync('v1/devices/me/telemetry', `{"temperature":${v}}`, { qos: 1 });
+      }
+      const [alarm] = await alarmsOf(t, d.id);
+      await t.api(`/api/alarm/${alarm.id.id}/ack`, { method: 'POST', token: await t.adminToken() });
+      await t.api(`/api/alarm/${alarm.id.id}`, { method: 'DELETE', token: await t.adminToken() });
+      await settled(t);
+      assert.deepEqual(bus, ['CREATED', 'SEVERITY_UPDATED', 'CLEARED', 'ACKNOWLEDGED', 'DELETED']);
+      const mine = seen
+        .filter((m) => m.originator.id === d.id)
+        .map((m) =>
+          m.type === 'ALARM'
+            ? `ALARM ${Object.keys(m.metadata).join(',')}`
+            : m.type === 'POST_TELEMETRY_REQUEST'
+              ? `T ${(m.data as { temperature: number }).temperature}`
+              : m.type,
+        )
+        .filter((m) => m.startsWith('T ') || m.startsWith('ALARM'));
+      // Each alarm message comes after the reading that raised it (the chain sees the reading first).
+      assert.deepEqual(mine, [
+        'T 35',
+        'ALARM isNewAlarm',
+        'T 45',
+        'ALARM isSeverityUpdated',
+        'T 20',
+        'ALARM isClearedAlarm',
+        'ALARM_ACK',
+        'ALARM_DELETE',
+      ]);
+    } finally {
+      t.gw.bus.removeOwner('test');
       await c.endAsync();
     }
   });
