@@ -857,8 +857,8 @@ async function buildServices(
   });
   // The outbox rows are written in the telemetry and attribute commits; the service itself needs
   // attributes and RPC, built below.
+  // The hooks are always there: upstream can be turned on over REST without a restart.
   let upstream: UpstreamService | undefined;
-  const upstreamOn = config.upstream.url !== '';
   // Device uplinks are evaluated for alarms in their own commit (docs/alarms.md); the engine is
   // built below.
   let inCommitAlarms: AlarmEngine | undefined;
@@ -867,7 +867,7 @@ async function buildServices(
     // alarm engine through the Device Profile node.
     inCommit: (items) => {
       const uplinks = items.filter((i) => i.uplink);
-      if (upstreamOn) upstream?.telemetryHook.write(uplinks);
+      upstream?.telemetryHook.write(uplinks);
       inCommitAlarms?.telemetryHook.write(uplinks);
     },
     db,
@@ -878,7 +878,7 @@ async function buildServices(
     onCommitTiming: (ms, ok) => {
       hooks.onCommitTiming?.(ms, ok);
       // A rolled-back commit took its outbox rows with it: the outbox recounts.
-      if (upstreamOn) upstream?.telemetryHook.settled(ok);
+      upstream?.telemetryHook.settled(ok);
       inCommitAlarms?.telemetryHook.settled(ok);
     },
     limits: { ...TELEMETRY_LIMITS, maxStoredBytes: config.limits.requestStoredBytes },
@@ -893,7 +893,7 @@ async function buildServices(
     log: loggers.attributes,
     maxRequestStoredBytes: config.limits.requestStoredBytes,
     inCommit: joinHooks(
-      upstreamOn ? laterHook(() => upstream?.attributesHook) : undefined,
+      laterHook(() => upstream?.attributesHook),
       laterHook(() => inCommitAlarms?.attributesHook),
     ),
   });
@@ -1320,7 +1320,7 @@ function apiRoutes(
     },
     {
       path: '/api',
-      app: upstreamRoutes({ upstream: s.upstream, config: config.upstream, requireUser: user }),
+      app: upstreamRoutes({ upstream: s.upstream, requireUser: user }),
     },
     {
       path: '/api',

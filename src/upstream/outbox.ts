@@ -55,7 +55,7 @@ const KIND_NAMES = { 1: 'telemetry', 2: 'attributes', 3: 'claim' } as const;
  */
 export class Outbox {
   readonly #db: Db;
-  readonly #max: number;
+  #max: number;
   #count = 0;
   /** Highest seq added (rows beyond a reader's cursor exist only while it is ahead of it). */
   #lastSeq = 0;
@@ -105,6 +105,11 @@ export class Outbox {
   /** The highest seq added so far (0: none); nothing to read after it. */
   get lastSeq(): number {
     return this.#lastSeq;
+  }
+
+  /** A new bound (settings saved): applies from the next add. */
+  setMax(maxBacklog: number): void {
+    this.#max = maxBacklog;
   }
 
   get backlog(): number {

@@ -13,6 +13,12 @@ import type { RpcService } from '../rpc/rpc-service.js';
 import type { CommittedItem } from '../telemetry/telemetry-writer.js';
 import { KIND, Outbox, type OutboxEntry, type OutboxRow } from './outbox.js';
 import { attributesJson, pack, telemetryFromMsg, telemetryJson } from './payload.js';
+import {
+  type PublicSettings,
+  publicSettings,
+  type UpstreamConfig,
+  UpstreamSettingsStore,
+} from './upstream-settings.js';
 
 export interface UpstreamDeps {
   readonly db: Db;
@@ -98,7 +104,9 @@ interface InFlight {
 export class UpstreamService {
   readonly outbox: Outbox;
   readonly #deps: UpstreamDeps;
-  readonly #enabled: boolean;
+  readonly #settings: UpstreamSettingsStore;
+  /** The settings in effect: the config's, with the saved ones over them (`saveSettings`). */
+  #config: UpstreamConfig;
   readonly #optOut = new Set<number>();
   #pushes: PushDecision = () => false;
   #pushesGeneration: () => number = () => 0;
@@ -147,15 +155,58 @@ export class UpstreamService {
 
   constructor(deps: UpstreamDeps) {
     this.#deps = deps;
-    this.#enabled = deps.config.url !== '';
-    this.outbox = new Outbox(deps.db, deps.config.maxBacklog);
-    this.#maxInFlight = deps.config.maxInFlight;
-    this.#maxPayload = deps.config.maxPayloadBytes;
-    this.#msgRate = deps.config.maxMessagesPerSec;
+    this.#settings = new UpstreamSettingsStore(deps.db);
+    this.#config = this.#settings.effective(deps.config);
+    this.outbox = new Outbox(deps.db, this.#config.maxBacklog);
+    this.#maxInFlight = this.#config.maxInFlight;
+    this.#maxPayload = this.#config.maxPayloadBytes;
+    this.#msgRate = this.#config.maxMessagesPerSec;
   }
 
   get enabled(): boolean {
-    return this.#enabled;
+    return this.#config.url !== '';
+  }
+
+  /** The settings in effect, the secrets only as set or not. */
+  settings(): PublicSettings {
+    return publicSettings(this.#config, Object.keys(this.#settings.saved()).length > 0);
+  }
+
+  /**
+   * Saves settings (a partial update, validated; 400 on a bad one) and applies them at once:
+   * the link is closed and opened again with them (docs/upstream.md, Settings).
+   */
+  saveSettings(body: unknown): PublicSettings {
+    this.#apply(this.#settings.save(body, this.#deps.config));
+    return this.settings();
+  }
+
+  /** Forgets the saved settings: the config file, environment and flags apply again, at once. */
+  resetSettings(): PublicSettings {
+    this.#settings.clear();
+    this.#apply(this.#deps.config);
+    return this.settings();
+  }
+
+  #apply(next: UpstreamConfig): void {
+    const { log, config } = this.#deps;
+    clearTimeout(this.#reconnectTimer);
+    const client = this.#client;
+    this.#client = undefined;
+    // Callbacks of the old connection see another generation and do nothing.
+    this.#gen++;
+    if (client) client.end(true);
+    this.#linkDown(null);
+    this.#config = next;
+    this.outbox.setMax(next.maxBacklog);
+    this.#maxInFlight = next.maxInFlight;
+    this.#maxPayload = next.maxPayloadBytes;
+    this.#msgRate = next.maxMessagesPerSec;
+    this.#pointRate = 0;
+    this.#backoffAttempt = 0;
+    this.#lastError = null;
+    log.info({ url: next.url, saved: next !== config }, 'upstream settings applied');
+    if (this.enabled && !this.#stopped) this.#connect();
   }
 
   /**
@@ -199,7 +250,7 @@ export class UpstreamService {
         this.#publishControl('v1/gateway/disconnect', { device: device.name });
       }
     });
-    if (this.#enabled) this.#connect();
+    if (this.enabled) this.#connect();
   }
 
   /** Disconnects; what is not acknowledged stays in the outbox for the next start. */
@@ -219,9 +270,9 @@ export class UpstreamService {
   status(): UpstreamStatus {
     const c = this.outbox.counters;
     return {
-      enabled: this.#enabled,
+      enabled: this.enabled,
       connected: this.#connected,
-      url: this.#deps.config.url,
+      url: this.#config.url,
       backlog: this.outbox.backlog,
       oldestBacklogTs: this.outbox.oldestTs(),
       sentTotal: c.sent,
@@ -253,7 +304,7 @@ export class UpstreamService {
   ): CommitHook<T> {
     return {
       write: (items) => {
-        if (!this.#enabled) return;
+        if (!this.enabled) return;
         const entries: OutboxEntry[] = [];
         for (const item of items) {
           if (!this.#wants(item.rid, item.deviceId, msgType)) continue;
@@ -272,7 +323,7 @@ export class UpstreamService {
    * anything else of a pushed type is queued now. Returns false for a type it cannot push.
    */
   push(msg: GatewayMsg): boolean {
-    if (!this.#enabled || msg.metadata.source === 'cloud') return true;
+    if (!this.enabled || msg.metadata.source === 'cloud') return true;
     if (msg.originator.entityType !== 'DEVICE') return false;
     const device = this.#deps.devices.identity(msg.originator.id);
     if (!device) return false;
@@ -332,7 +383,7 @@ export class UpstreamService {
   }
 
   #settled(ok: boolean): void {
-    if (!this.#enabled) return;
+    if (!this.enabled && this.#pending.length === 0) return;
     const pending = this.#pending;
     this.#pending = [];
     // The backlog count and totals were changed inside a transaction that did not commit.
@@ -359,7 +410,8 @@ export class UpstreamService {
 
   #connect(): void {
     if (this.#stopped) return;
-    const { config, log } = this.#deps;
+    const { log } = this.#deps;
+    const config = this.#config;
     const gen = ++this.#gen;
     const opts: IClientOptions = {
       protocolVersion: config.mqttVersion === '5' ? 5 : 4,
@@ -408,7 +460,8 @@ export class UpstreamService {
   }
 
   #onConnected(client: MqttClient): void {
-    const { log, bus, config } = this.#deps;
+    const { log, bus } = this.#deps;
+    const config = this.#config;
     this.#connected = true;
     this.#backoffAttempt = 0;
     const now = this.#now();
@@ -430,11 +483,8 @@ export class UpstreamService {
   }
 
   #onClosed(client: MqttClient): void {
-    const { log, bus, config } = this.#deps;
     client.removeAllListeners('connect');
     client.end(true);
-    const wasUp = this.#connected;
-    this.#connected = false;
     // The cloud closes the connection on a message it cannot process (MQTT 3.1.1): the oldest
     // publish without its PUBACK holds it.
     let oldest: InFlight | undefined;
@@ -443,6 +493,15 @@ export class UpstreamService {
       const why = `the cloud closed the connection before its PUBACK (${this.#lastError ?? 'no reason given'})`;
       this.#failed(oldest, why, false);
     }
+    this.#linkDown(this.#lastError);
+    this.#scheduleReconnect();
+  }
+
+  /** The link is down (closed, or closed for new settings): what is not acknowledged waits. */
+  #linkDown(error: string | null): void {
+    const { log, bus } = this.#deps;
+    const wasUp = this.#connected;
+    this.#connected = false;
     this.#announced.clear();
     this.#attrRequests.clear();
     // Everything not acknowledged is read again, in order, on the next connection.
@@ -451,15 +510,14 @@ export class UpstreamService {
     if (lowest !== undefined) this.#cursor = lowest - 1;
     this.#ahead = [];
     this.#inFlight.clear();
+    clearTimeout(this.#paceTimer);
+    this.#paceTimer = undefined;
     if (wasUp) {
-      log.warn({ url: config.url, error: this.#lastError }, 'upstream disconnected');
-      bus.emit('upstream.disconnected', {
-        url: config.url,
-        ts: this.#now(),
-        error: this.#lastError,
-      });
+      const url = this.#config.url;
+      if (error) log.warn({ url, error }, 'upstream disconnected');
+      else log.info({ url }, 'upstream disconnected');
+      bus.emit('upstream.disconnected', { url, ts: this.#now(), error });
     }
-    this.#scheduleReconnect();
   }
 
   /** Exponential backoff with jitter, 1 s to 60 s. */
@@ -749,7 +807,8 @@ export class UpstreamService {
    * unsettled, so the stricter of both paces it.
    */
   #applyLimits(body: Record<string, unknown>): void {
-    const { config, log } = this.#deps;
+    const { log } = this.#deps;
+    const config = this.#config;
     if (typeof body.maxInflightMessages === 'number' && body.maxInflightMessages > 0) {
       this.#maxInFlight = Math.min(config.maxInFlight, body.maxInflightMessages);
     }

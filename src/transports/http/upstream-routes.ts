@@ -1,9 +1,8 @@
 import { Hono } from 'hono';
 import { assertTenantAdmin } from '../../auth/authorization.js';
-import type { Config } from '../../config.js';
 import { ValidationError } from '../../errors.js';
 import type { UpstreamService } from '../../upstream/upstream-service.js';
-import { type HttpEnv, queryRecord } from './context.js';
+import { type HttpEnv, queryRecord, readJson } from './context.js';
 import type { RequireUser } from './middleware.js';
 
 function intParam(raw: string | undefined, name: string, fallback: number, max: number): number {
@@ -16,14 +15,12 @@ function intParam(raw: string | undefined, name: string, fallback: number, max: 
 
 /**
  * Upstream sync (tenant administrator only, docs/upstream.md): `GET /api/upstream/status`, the
- * messages the cloud refused (`GET /api/upstream/rejected?pageSize=&page=`, newest first) and
- * the settings in effect (`GET /api/upstream/settings`, secrets shown only as set or not).
+ * messages the cloud refused (`GET /api/upstream/rejected?pageSize=&page=`, newest first), the
+ * settings in effect (`GET /api/upstream/settings`, secrets shown only as set or not), saved
+ * and applied at once (`POST`, a partial update) or forgotten (`DELETE`: the config file,
+ * environment and flags apply again).
  */
-export function upstreamRoutes(deps: {
-  upstream: UpstreamService;
-  config: Config['upstream'];
-  requireUser: RequireUser;
-}) {
+export function upstreamRoutes(deps: { upstream: UpstreamService; requireUser: RequireUser }) {
   const app = new Hono<HttpEnv>();
   app.get('/upstream/status', deps.requireUser, (c) => {
     assertTenantAdmin(c.var.principal);
@@ -44,8 +41,15 @@ export function upstreamRoutes(deps: {
   });
   app.get('/upstream/settings', deps.requireUser, (c) => {
     assertTenantAdmin(c.var.principal);
-    const { token, password, ...rest } = deps.config;
-    return c.json({ ...rest, token: token !== '', password: password !== '' });
+    return c.json(deps.upstream.settings());
+  });
+  app.post('/upstream/settings', deps.requireUser, async (c) => {
+    assertTenantAdmin(c.var.principal);
+    return c.json(deps.upstream.saveSettings(await readJson(c)));
+  });
+  app.delete('/upstream/settings', deps.requireUser, (c) => {
+    assertTenantAdmin(c.var.principal);
+    return c.json(deps.upstream.resetSettings());
   });
   return app;
 }
