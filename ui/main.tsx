@@ -51,6 +51,7 @@ const ROUTES: Array<{ path: string; load: Loader }> = [
     load: () => import('./pages/notification-center.js').then((m) => m.NotificationCenterPage),
   },
   { path: '/settings', load: () => import('./pages/settings.js').then((m) => m.SettingsPage) },
+  { path: '/upstream', load: () => import('./pages/upstream.js').then((m) => m.UpstreamPage) },
 ];
 
 const loaded = new Map<Loader, ComponentType<PageProps>>();
@@ -150,6 +151,7 @@ function Nav(props: { user: User; path: string; live: LiveState; client: LiveCli
           ['/rule-chains', 'Rule chains'],
           ['/notification-center', 'Notification setup'],
           ['/settings', 'Settings'],
+          ['/upstream', 'Upstream'],
         ] as Array<[string, string]>)
       : []),
     ['/dashboards', 'Dashboards'],
