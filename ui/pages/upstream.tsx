@@ -41,7 +41,12 @@ interface Settings {
 
 const STATUS_POLL_MS = 2000;
 const TEXT = ['url', 'clientId', 'username', 'caFile', 'certFile', 'keyFile'] as const;
-const NUMBERS = ['maxBacklog', 'maxPayloadBytes', 'maxMessagesPerSec', 'maxInFlight'] as const;
+const NUMBERS = [
+  ['maxBacklog', 'Most messages waiting'],
+  ['maxPayloadBytes', 'Largest publish (bytes)'],
+  ['maxMessagesPerSec', "Most publishes per second (0 = the cloud's limits)"],
+  ['maxInFlight', 'Publishes in flight'],
+] as const;
 const SECRETS = ['token', 'password'] as const;
 
 /** The link's status, polled while the page is open. */
@@ -111,7 +116,7 @@ function SettingsForm(props: {
     const form = new FormData(e.currentTarget as HTMLFormElement);
     const body: Record<string, unknown> = { mqttVersion: form.get('mqttVersion') };
     for (const k of TEXT) body[k] = String(form.get(k) ?? '');
-    for (const k of NUMBERS) body[k] = Number(form.get(k));
+    for (const [k] of NUMBERS) body[k] = Number(form.get(k));
     // A secret left empty keeps the one set; "Clear" sends "".
     for (const k of SECRETS) {
       const v = String(form.get(k) ?? '');
@@ -166,30 +171,9 @@ function SettingsForm(props: {
           <Field label="CA file (PEM)" name="caFile" defaultValue={s.caFile} />
           <Field label="Client certificate file (PEM)" name="certFile" defaultValue={s.certFile} />
           <Field label="Client key file (PEM)" name="keyFile" defaultValue={s.keyFile} />
-          <Field
-            label="Most messages waiting"
-            name="maxBacklog"
-            type="number"
-            defaultValue={String(s.maxBacklog)}
-          />
-          <Field
-            label="Largest publish (bytes)"
-            name="maxPayloadBytes"
-            type="number"
-            defaultValue={String(s.maxPayloadBytes)}
-          />
-          <Field
-            label="Most publishes per second (0 = the cloud's limits)"
-            name="maxMessagesPerSec"
-            type="number"
-            defaultValue={String(s.maxMessagesPerSec)}
-          />
-          <Field
-            label="Publishes in flight"
-            name="maxInFlight"
-            type="number"
-            defaultValue={String(s.maxInFlight)}
-          />
+          {NUMBERS.map(([k, label]) => (
+            <Field key={k} label={label} name={k} type="number" defaultValue={String(s[k])} />
+          ))}
         </div>
       </details>
       <ErrorText error={act.error} />
