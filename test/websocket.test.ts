@@ -2,17 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { activateUser, createCustomer, createUser } from './helpers/users.js';
-import { forCmd, type Update, WsClient } from './helpers/ws.js';
-
-/** Posts telemetry through the device HTTP API (acknowledged after commit). */
-async function postTelemetry(t: TestGateway, token: string, body: unknown): Promise<void> {
-  const res = await fetch(`${t.baseUrl}/api/v1/${token}/telemetry`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  assert.equal(res.status, 200, await res.text());
-}
+import { forCmd, postTelemetry, type Update, WsClient } from './helpers/ws.js';
 
 async function createTypedDevice(t: TestGateway, name: string, type: string): Promise<string> {
   const res = await t.api('/api/device', { body: { name, type }, token: await t.adminToken() });

@@ -41,6 +41,7 @@ import {
   MAX_ENTITIES,
   parseEntityFilter,
 } from './entity-query.js';
+import { filterKeys, type KeyFilter, matchesKeyFilters, parseKeyFilters } from './key-filters.js';
 import {
   type InboxChange,
   markRead,
@@ -221,6 +222,9 @@ abstract class LegacySub implements Sub {
   }
 }
 
+/** A deleted key as the subscription service passes it on: ts 0 and an empty value. */
+const isDeletion = (p: TelemetryPoint) => p.ts === 0 && p.value === '';
+
 /** TIMESERIES / `tsSubCmds` (§4.2). */
 class TsSub extends LegacySub {
   readonly #keys: ReadonlySet<string> | undefined;
@@ -251,8 +255,9 @@ class TsSub extends LegacySub {
     const data: LegacyData = {};
     for (const p of points) {
       if (this.#keys && !this.#keys.has(p.key)) continue;
-      if (this.ts.latestOnly && p.ts <= (this.#last.get(p.key) ?? -1)) continue;
-      this.#last.set(p.key, Math.max(p.ts, this.#last.get(p.key) ?? 0));
+      if (isDeletion(p)) this.#last.delete(p.key);
+      else if (this.ts.latestOnly && p.ts <= (this.#last.get(p.key) ?? -1)) continue;
+      else this.#last.set(p.key, Math.max(p.ts, this.#last.get(p.key) ?? 0));
       slot(data, p.key, () => []).push([p.ts, pointText(p)]);
     }
     if (Object.keys(data).length > 0) this.ctx.send(legacyUpdate(this.ts.cmdId, data));
@@ -410,6 +415,11 @@ class EntityDataSub implements Sub {
   /** Time-series keys of `tsCmd`, updated live. */
   #tsKeys = new Set<string>();
   #page: Device[] = [];
+  /** The query's key filters; with any, every device of the entity filter is followed. */
+  #keyFilters: KeyFilter[] = [];
+  #filterKeys = filterKeys([]);
+  /** Devices of the entity filter before the key filters (followed for their filter keys). */
+  #candidates: string[] = [];
 
   constructor(cmdId: number, body: Raw, ctx: SubContext) {
     this.#cmdId = cmdId;
@@ -417,6 +427,8 @@ class EntityDataSub implements Sub {
     if (!isObj(body.query)) throw new ValidationError('Query is empty!');
     const q = body.query;
     this.#filter = parseEntityFilter(q.entityFilter);
+    this.#keyFilters = parseKeyFilters(q.keyFilters);
+    this.#filterKeys = filterKeys(this.#keyFilters);
     this.#link = pageLinkOf(q.pageLink, 1024);
     const fields = entityKeys(q.entityFields, 'entityFields');
     this.#fields = fields.filter((k) => k.type === 'ENTITY_FIELD').map((k) => k.key);
@@ -430,7 +442,7 @@ class EntityDataSub implements Sub {
   #pending: Raw | undefined;
 
   devices(): Iterable<string> {
-    return this.#page.map((d) => d.id.id);
+    return this.#keyFilters.length > 0 ? this.#candidates : this.#page.map((d) => d.id.id);
   }
 
   start(): void {
@@ -454,6 +466,10 @@ class EntityDataSub implements Sub {
     if (!this.#filter) return [];
     const link = this.#link;
     let all = this.#ctx.resolver.resolve(this.#ctx.principal, this.#filter);
+    if (this.#keyFilters.length > 0) {
+      this.#candidates = all.map((d) => d.id.id);
+      all = all.filter((d) => matchesKeyFilters(d, this.#keyFilters, this.#ctx));
+    }
     if (link.textSearch) {
       const t = link.textSearch;
       all = all.filter((d) =>
@@ -581,7 +597,15 @@ class EntityDataSub implements Sub {
     });
   }
 
+  /** Whether `deviceId` is on the page (with key filters, candidates off the page are followed too). */
+  #onPage(deviceId: string): boolean {
+    return this.#keyFilters.length === 0 || this.#page.some((d) => d.id.id === deviceId);
+  }
+
   onTelemetry(deviceId: string, points: readonly TelemetryPoint[]): void {
+    // A filter key changed: the page is sent again when the match changed (with latest values).
+    if (points.some((p) => this.#filterKeys.timeseries.has(p.key)) && this.#refresh()) return;
+    if (!this.#onPage(deviceId)) return;
     const latestKeys = new Set(
       this.#latest.filter((k) => k.type === 'TIME_SERIES').map((k) => k.key),
     );
@@ -604,6 +628,8 @@ class EntityDataSub implements Sub {
   }
 
   onAttributes(deviceId: string, scope: AttributeScope, values: readonly TypedAttributeKv[]) {
+    if (values.some((v) => this.#filterKeys.attributes.has(v.key)) && this.#refresh()) return;
+    if (!this.#onPage(deviceId)) return;
     const latest: EntityData['latest'] = {};
     let any = false;
     for (const k of this.#latest) {
@@ -623,19 +649,28 @@ class EntityDataSub implements Sub {
   }
 
   onDevicesChanged(): void {
+    this.#refresh();
+  }
+
+  /** Runs the query again; sends the page and returns true when it changed. */
+  #refresh(): boolean {
     const before = this.#page.map((d) => `${d.id.id}:${d.name}:${d.type}:${d.label}`).join();
     const total = this.#total;
     this.#page = this.#query();
     const after = this.#page.map((d) => `${d.id.id}:${d.name}:${d.type}:${d.label}`).join();
-    if (before === after && total === this.#total) return;
-    this.#ctx.reindex(this);
-    this.#sendPage();
+    const changed = before !== after || total !== this.#total;
+    if (changed || this.#keyFilters.length > 0) this.#ctx.reindex(this);
+    if (changed) this.#sendPage();
+    return changed;
   }
 }
 
 /** ENTITY_COUNT: the number of entities a filter matches, sent again when it changes. */
 class EntityCountSub implements Sub {
   readonly #filter: EntityFilter;
+  readonly #keyFilters: KeyFilter[];
+  readonly #filterKeys: ReturnType<typeof filterKeys>;
+  #candidates: string[] = [];
   #count = -1;
 
   constructor(
@@ -645,10 +680,13 @@ class EntityCountSub implements Sub {
   ) {
     if (!isObj(body.query)) throw new ValidationError('Query is empty!');
     this.#filter = parseEntityFilter(body.query.entityFilter);
+    this.#keyFilters = parseKeyFilters(body.query.keyFilters);
+    this.#filterKeys = filterKeys(this.#keyFilters);
   }
 
+  /** With key filters: every device of the entity filter (an update may change the count). */
   devices(): Iterable<string> {
-    return [];
+    return this.#candidates;
   }
 
   start(): void {
@@ -657,8 +695,22 @@ class EntityCountSub implements Sub {
 
   dispose(): void {}
 
+  onTelemetry(_deviceId: string, points: readonly TelemetryPoint[]): void {
+    if (points.some((p) => this.#filterKeys.timeseries.has(p.key))) this.onDevicesChanged();
+  }
+
+  onAttributes(_deviceId: string, _scope: AttributeScope, values: readonly TypedAttributeKv[]) {
+    if (values.some((v) => this.#filterKeys.attributes.has(v.key))) this.onDevicesChanged();
+  }
+
   onDevicesChanged(): void {
-    const count = this.ctx.resolver.resolve(this.ctx.principal, this.#filter).length;
+    const all = this.ctx.resolver.resolve(this.ctx.principal, this.#filter);
+    let count = all.length;
+    if (this.#keyFilters.length > 0) {
+      this.#candidates = all.map((d) => d.id.id);
+      this.ctx.reindex(this);
+      count = all.filter((d) => matchesKeyFilters(d, this.#keyFilters, this.ctx)).length;
+    }
     if (count === this.#count) return;
     this.#count = count;
     this.ctx.send({

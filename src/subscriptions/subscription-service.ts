@@ -208,6 +208,20 @@ export class SubscriptionService {
     bus.on(OWNER, 'attributes.updated', ({ deviceId, scope, values }) =>
       this.#attributes(deviceId, scope, values),
     );
+    // Deleted keys go out as ThingsBoard sends them: each key with ts 0 and an empty value.
+    bus.on(OWNER, 'telemetry.deleted', ({ deviceId, keys }) =>
+      this.#telemetry(
+        deviceId,
+        keys.map((key) => ({ key, ts: 0, value: '', kind: 'string' as const })),
+      ),
+    );
+    bus.on(OWNER, 'attributes.deleted', ({ deviceId, scope, keys }) =>
+      this.#attributes(
+        deviceId,
+        scope,
+        keys.map((key) => ({ key, value: '', lastUpdateTs: 0, type: 'STRING' as const })),
+      ),
+    );
     bus.on(OWNER, 'alarm', (ev) => this.#alarm(ev));
     const changed = () => this.#devicesChanged();
     bus.on(OWNER, 'device.created', changed);

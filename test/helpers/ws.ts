@@ -109,3 +109,13 @@ export class WsClient {
 }
 
 export const forCmd = (id: number) => (u: Update) => u.cmdId === id || u.subscriptionId === id;
+
+/** Posts telemetry through the device HTTP API (acknowledged after commit). */
+export async function postTelemetry(t: TestGateway, token: string, body: unknown): Promise<void> {
+  const res = await fetch(`${t.baseUrl}/api/v1/${token}/telemetry`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (res.status !== 200) throw new Error(`telemetry refused: ${res.status} ${await res.text()}`);
+}
