@@ -54,6 +54,8 @@ export interface AlarmEngineDeps {
   };
   readonly devices: {
     get(id: string): Device;
+    /** Cached by id: a device of a profile without rules costs no query per message. */
+    identity(id: string): { readonly profileId: string } | undefined;
     idsOfProfile(profileId: string): string[];
   };
   readonly attributes: { get(deviceId: string, scope: AttributeScope): TypedAttributeKv[] };
@@ -926,6 +928,8 @@ export class AlarmEngine implements MessageProcessor {
       this.#devices.set(id, cached);
       return cached;
     }
+    const identity = this.deps.devices.identity(id);
+    if (!identity || this.#compiled(identity.profileId) === null) return undefined;
     let device: Device;
     try {
       device = this.deps.devices.get(id);
