@@ -917,6 +917,7 @@ async function buildServices(
     devices,
     durationMs: config.claim.durationMs,
     log: loggers.claims,
+    now: clock.now,
   });
   const provisioning = new ProvisionService({ db, devices, profiles, log: loggers.provisioning });
   const ota = new OtaService({

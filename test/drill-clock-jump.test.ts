@@ -1,7 +1,7 @@
 /**
  * Fault drill (issue 20): the wall clock jumps back an hour and forward a day, as on a Pi
  * without a real-time clock before and after NTP. Server timestamps stay ordered and timers
- * (long polls, RPC timeouts, DURATION alarm rules) still fire on time.
+ * (long polls, RPC timeouts, DURATION alarm rules, claim expiry) still fire on time.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -15,6 +15,7 @@ import {
   rule,
 } from './helpers/alarms.js';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
+import { activateUser, createCustomer, createUser } from './helpers/users.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -152,5 +153,75 @@ describe('fault drill: the clock jumps back an hour and forward a day', () => {
     );
     assert.equal(alarm.type, 'Hot for 2 seconds');
     assert.ok(performance.now() - started < 60_000);
+  });
+
+  it('claims run on server time: expiry neither stuck after a jump back nor negative after a jump forward', async () => {
+    const customer = await createCustomer(t, 'Clock claimer');
+    const user = await activateUser(
+      t,
+      await createUser(t, 'clock-claimer@example.com', customer),
+      'password-clock-1',
+    );
+    const ticker = await createDevice(t, 'clock-ticker');
+    const admin = await t.adminToken();
+    /** The server's time now: the timestamp it gives a reading. */
+    const serverTime = async () => {
+      const seq = performance.now();
+      assert.equal(
+        (await t.api(`/api/v1/${ticker.token}/telemetry`, { body: { seq } })).status,
+        200,
+      );
+      const res = await t.api(
+        `/api/plugins/telemetry/DEVICE/${ticker.id}/values/timeseries?keys=seq`,
+        { token: admin },
+      );
+      const [point] = ((await res.json()) as { seq: Array<{ ts: number; value: number }> }).seq;
+      assert.equal(Number(point.value), seq);
+      return point.ts;
+    };
+    const deviceClaim = async (token: string, durationMs: number) => {
+      const res = await t.api(`/api/v1/${token}/claim`, {
+        method: 'POST',
+        body: { secretKey: 'k', durationMs },
+      });
+      assert.equal(res.status, 200);
+    };
+    const customerClaim = async (name: string) => {
+      const res = await t.api(`/api/customer/device/${name}/claim`, {
+        method: 'POST',
+        body: { secretKey: 'k' },
+        token: user,
+      });
+      const body = (await res.json()) as { response: string } | string;
+      return typeof body === 'string' ? body : body.response;
+    };
+
+    // Forward a day: the claim's times are the server's (a day ahead), not the wall clock's.
+    offset = DAY;
+    const a = await createDevice(t, 'clock-claim-a');
+    const before = await serverTime();
+    await deviceClaim(a.token, 3000);
+    const after = await serverTime();
+    const pa = t.gw.services.claims.pending(a.id);
+    assert.ok(pa && pa.createdTime >= before && pa.createdTime <= after, `${pa?.createdTime}`);
+    assert.equal(pa.expirationTime - pa.createdTime, 3000);
+
+    // Back a day: the 3 s claim still expires 3 s later, not a day later.
+    offset = 0;
+    await new Promise((r) => setTimeout(r, 3500));
+    assert.equal(await customerClaim('clock-claim-a'), 'FAILURE', 'expired on time');
+
+    // A claim made while the wall clock is behind has its full, positive duration...
+    const b = await createDevice(t, 'clock-claim-b');
+    await deviceClaim(b.token, 60_000);
+    const pb = t.gw.services.claims.pending(b.id);
+    assert.ok(pb && pb.expirationTime - pb.createdTime === 60_000);
+    // ...and a jump two days forward (server time moves a day past its expiry) ends it; a claim
+    // made after the jump is valid for its own minute.
+    offset = 2 * DAY;
+    assert.equal(await customerClaim('clock-claim-b'), 'FAILURE', 'expired by the jump forward');
+    const c = await createDevice(t, 'clock-claim-c');
+    await deviceClaim(c.token, 60_000);
+    assert.equal(await customerClaim('clock-claim-c'), 'SUCCESS');
   });
 });

@@ -56,6 +56,11 @@ export interface ClaimServiceDeps {
   /** Default claim window (ThingsBoard `security.claim.duration`, 24 h). */
   readonly durationMs: number;
   readonly log: Logger;
+  /**
+   * Server time (the gateway's ServerClock: never behind itself when the wall clock jumps back),
+   * for claim times and expiry; default Date.now.
+   */
+  readonly now?: () => number;
 }
 
 /**
@@ -64,9 +69,11 @@ export interface ClaimServiceDeps {
  */
 export class ClaimService {
   readonly #store: ClaimStore;
+  readonly #now: () => number;
 
   constructor(private readonly deps: ClaimServiceDeps) {
     this.#store = new ClaimStore(deps.db);
+    this.#now = deps.now ?? Date.now;
   }
 
   /** Validates a claim body; `undefined`/`null` (no body) means all defaults. */
@@ -93,7 +100,7 @@ export class ClaimService {
       log.info({ deviceId }, 'claim request ignored: device already has a customer');
       return 'ALREADY_OWNED';
     }
-    const now = Date.now();
+    const now = this.#now();
     const outcome = this.deps.db.transaction((): DeviceClaimOutcome => {
       const existing = this.#store.get(identity.rid);
       // @NOTE: ThingsBoard's cache keeps an expired entry until its 24 h TTL; we let a new claim
@@ -145,7 +152,7 @@ export class ClaimService {
     if (!identity) throw new NotFoundError();
     const device = this.deps.devices.get(identity.id);
     if (device.customerId.id !== NULL_UUID) return { response: 'CLAIMED' };
-    const now = Date.now();
+    const now = this.#now();
     return this.deps.db.transaction((): CustomerClaimResult => {
       const row = this.#store.get(identity.rid);
       const ok =
@@ -165,6 +172,6 @@ export class ClaimService {
 
   /** Deletes expired claims; returns how many. */
   purgeExpired(): number {
-    return this.#store.deleteExpired(Date.now());
+    return this.#store.deleteExpired(this.#now());
   }
 }
