@@ -14,6 +14,7 @@ import { GatewayError } from '../src/errors.js';
 import { parseTelemetryText, TELEMETRY_LIMITS } from '../src/telemetry/telemetry-parser.js';
 import { inspectDatagram } from '../src/transports/coap/strict.js';
 import { DeviceSession, ProvisionSession } from '../src/transports/mqtt/device-session.js';
+import { filterProblem } from '../src/transports/mqtt/strict.js';
 import { maySubscribe, messageType, TOPIC } from '../src/transports/mqtt/topics.js';
 import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
 
@@ -110,6 +111,8 @@ describe('fuzz: device-input parsers (pure)', () => {
         assert.equal(typeof maySubscribe('device', t, gw), 'boolean');
         assert.equal(typeof maySubscribe('provision', t), 'boolean');
         assert.equal(typeof messageType(t), 'string');
+        const problem = filterProblem(t);
+        assert.ok(problem === undefined || problem.length > 0);
       }),
       params,
     );

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
 import { closed, mqttConnect } from './helpers/mqtt.js';
-import { rawMqttConnect, rawPublish } from './helpers/raw-mqtt.js';
+import { rawMqttConnect, rawPublish, rawSubscribe } from './helpers/raw-mqtt.js';
 
 const TELEMETRY = Buffer.from('v1/devices/me/telemetry');
 
@@ -55,6 +55,59 @@ describe('hardening: MQTT protocol strictness (issue 20)', () => {
         assert.deepEqual(await latest(dev.id), {});
       });
     }
+  }
+
+  const badFilters: Array<[string, Buffer]> = [
+    ["'+' inside a level", Buffer.from('v1/devices/me/rpc/request/+x')],
+    ["'+' after a character", Buffer.from('x+/y')],
+    ["'#' not last", Buffer.from('v1/devices/me/#/x')],
+    ["'#' inside a level", Buffer.from('v1/devices/me/attributes#')],
+    ['an empty filter', Buffer.alloc(0)],
+    ['a NUL', Buffer.from('v1/devices/me/attributes\u0000')],
+    ['invalid UTF-8', Buffer.concat([Buffer.from('v1/devices/me/'), Buffer.from([0xc3, 0x28])])],
+  ];
+  for (const version of [4, 5] as const) {
+    for (const [what, filter] of badFilters) {
+      it(`a SUBSCRIBE with a malformed filter (${what}) closes the connection without a SUBACK (MQTT ${version === 4 ? '3.1.1' : '5'})`, async () => {
+        const dev = await createDevice(t, `strict-sub-${n++}`);
+        const c = await rawMqttConnect(port, dev.token, { version });
+        c.write(rawSubscribe(filter, version));
+        await c.closed();
+        const got = c.received();
+        if (version === 5) {
+          // DISCONNECT, Malformed Packet (MQTT 5 §4.13), and nothing else.
+          assert.equal(got[0], 0xe0, `got ${got.toString('hex')}`);
+          assert.equal(got[2], 0x81, `got ${got.toString('hex')}`);
+          assert.equal(got.length, 2 + got[1], `got ${got.toString('hex')}`);
+        } else assert.equal(got.length, 0, `got ${got.toString('hex')}`);
+      });
+    }
+  }
+
+  for (const protocolVersion of [4, 5] as const) {
+    it(`mqtt.js (protocol ${protocolVersion}): a NUL in a filter closes; a well-formed filter off the list is refused in the SUBACK`, async () => {
+      const dev = await createDevice(t, `strict-sub-${n++}`);
+      const c = await mqttConnect(port, {
+        username: dev.token,
+        protocolVersion,
+        reconnectPeriod: 0,
+      });
+      const granted = await c.subscribeAsync('v1/devices/me/attributes', { qos: 1 });
+      assert.deepEqual(
+        granted.map((g) => g.qos),
+        [1],
+      );
+      // Well formed, not one of the gateway's topics: refused in the SUBACK (0x80; MQTT 5 0x87).
+      await assert.rejects(
+        c.subscribeAsync('not/a/gateway/topic', { qos: 1 }),
+        protocolVersion === 5 ? /Not authorized/ : /Unspecified error/,
+      );
+      assert.equal(c.connected, true);
+      const gone = closed(c);
+      c.subscribe('v1/devices/me/attributes\u0000', { qos: 1 });
+      await gone;
+      c.end(true);
+    });
   }
 
   it('case 9: well-formed topics and packet ids are still acknowledged', async () => {

@@ -95,3 +95,16 @@ export function rawPublish(
   const header = messageId === undefined ? 0x30 : 0x32;
   return Buffer.concat([Buffer.from([header, body.length]), body]);
 }
+
+/** A SUBSCRIBE (packet id 1, QoS 1) with the topic filter given as raw bytes. */
+export function rawSubscribe(filter: Buffer, version: 4 | 5 = 4): Buffer {
+  const body = Buffer.concat([
+    Buffer.from([0, 1]),
+    version === 5 ? Buffer.from([0]) : Buffer.alloc(0),
+    Buffer.from([filter.length >> 8, filter.length & 0xff]),
+    filter,
+    Buffer.from([1]),
+  ]);
+  if (body.length > 127) throw new Error('rawSubscribe: keep test packets under 128 bytes');
+  return Buffer.concat([Buffer.from([0x82, body.length]), body]);
+}

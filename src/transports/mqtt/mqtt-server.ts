@@ -12,7 +12,12 @@ import { fromStorageError, GatewayError, ValidationError } from '../../errors.js
 import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
 import { DeviceSession, ProvisionSession, type Send } from './device-session.js';
-import { markIllFormedStrings, publishViolation } from './strict.js';
+import {
+  markIllFormedStrings,
+  publishViolation,
+  screenPackets,
+  subscribeViolation,
+} from './strict.js';
 import { maySubscribe, messageType } from './topics.js';
 
 export interface MqttServerDeps {
@@ -222,7 +227,16 @@ export class MqttServer {
     this.#unwatch = this.deps.core.profileTransports.onChange((change) => this.#reconnect(change));
     const handle = (conn: Parameters<Aedes['handle']>[0], req?: IncomingMessage) => {
       const client = broker.handle(conn, req as Parameters<Aedes['handle']>[1]);
-      markIllFormedStrings((client as unknown as { _parser: unknown })._parser);
+      const parser = (client as unknown as { _parser: unknown })._parser;
+      markIllFormedStrings(parser);
+      // A malformed topic filter closes the connection; the broker never sees the packet.
+      screenPackets(parser, (packet) => {
+        if (packet.cmd !== 'subscribe' && packet.cmd !== 'unsubscribe') return true;
+        const violation = subscribeViolation(packet);
+        if (!violation) return true;
+        this.#violation(client, violation.reason, violation.reasonCode);
+        return false;
+      });
     };
     this.#handle = handle;
     const server = createServer(handle);

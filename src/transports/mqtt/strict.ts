@@ -70,3 +70,72 @@ export function publishViolation(packet: {
   }
   return undefined;
 }
+
+/**
+ * Why a topic filter is malformed, or undefined when it is well formed: empty (MQTT 3.1.1
+ * [MQTT-4.7.3-1], MQTT 5 [MQTT-4.7.3-1]), U+0000 ([MQTT-1.5.3-2] / [MQTT-1.5.4-2]), `#` other than
+ * a whole last level ([MQTT-4.7.1-2] / [MQTT-4.7.1-1]), `+` other than a whole level
+ * ([MQTT-4.7.1-3] / [MQTT-4.7.1-2]).
+ */
+export function filterProblem(filter: string): string | undefined {
+  if (filter.length === 0) return 'empty topic filter';
+  if (filter.includes('\u0000')) return 'topic filter contains U+0000';
+  if (!filter.includes('#') && !filter.includes('+')) return undefined;
+  const levels = filter.split('/');
+  for (let i = 0; i < levels.length; i++) {
+    const level = levels[i];
+    if (level.includes('#') && (level !== '#' || i !== levels.length - 1)) {
+      return `'#' must be a whole last level: ${filter}`;
+    }
+    if (level.includes('+') && level !== '+') return `'+' must be a whole level: ${filter}`;
+  }
+  return undefined;
+}
+
+/**
+ * Why a SUBSCRIBE or UNSUBSCRIBE breaks the protocol, or undefined. A malformed topic filter is a
+ * malformed packet in both versions: MQTT 3.1.1 closes the connection (§4.8) and MQTT 5 sends
+ * DISCONNECT 0x81 first (§4.13). (MQTT 5's SUBACK reason 0x8F "Topic Filter invalid" is for a
+ * filter that "is correctly formed but is not allowed for this Client".)
+ */
+export function subscribeViolation(packet: {
+  cmd: string;
+  subscriptions?: ReadonlyArray<{ topic: string }>;
+  unsubscriptions?: readonly string[];
+}): { reason: string; reasonCode: number } | undefined {
+  if ((packet as { [ILL_FORMED]?: boolean })[ILL_FORMED]) {
+    return { reason: 'topic filter is not well-formed UTF-8', reasonCode: MALFORMED_PACKET };
+  }
+  const filters =
+    packet.cmd === 'subscribe'
+      ? (packet.subscriptions ?? []).map((s) => s.topic)
+      : (packet.unsubscriptions ?? []);
+  for (const filter of filters) {
+    const reason = filterProblem(filter);
+    if (reason) return { reason, reasonCode: MALFORMED_PACKET };
+  }
+  return undefined;
+}
+
+interface PacketEmitter {
+  listeners(event: 'packet'): Array<(packet: unknown) => void>;
+  removeAllListeners(event: 'packet'): void;
+  on(event: 'packet', listener: (packet: unknown) => void): void;
+}
+
+/**
+ * Puts `pass` in front of the broker's handling of one client's packets: a packet for which it
+ * answers false never reaches the broker (so no SUBACK goes out for a refused SUBSCRIBE).
+ *
+ * @NOTE: Aedes listens to its mqtt-packet parser's `packet` event (with the parser as `this`);
+ * its listener is moved behind ours.
+ */
+export function screenPackets(parser: unknown, pass: (packet: { cmd: string }) => boolean): void {
+  const p = parser as PacketEmitter;
+  const broker = p.listeners('packet');
+  p.removeAllListeners('packet');
+  p.on('packet', function screened(this: unknown, packet: unknown) {
+    if (!pass(packet as { cmd: string })) return;
+    for (const listener of broker) listener.call(this, packet);
+  });
+}
