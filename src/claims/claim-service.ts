@@ -73,7 +73,7 @@ export class ClaimService {
 
   constructor(private readonly deps: ClaimServiceDeps) {
     this.#store = new ClaimStore(deps.db);
-    this.#now = deps.now ?? Date.now;
+    this.#now = deps.now ?? (() => Date.now());
   }
 
   /** Validates a claim body; `undefined`/`null` (no body) means all defaults. */
