@@ -862,6 +862,8 @@ async function buildServices(
   // Device uplinks are evaluated for alarms in their own commit (docs/alarms.md); the engine is
   // built below.
   let inCommitAlarms: AlarmEngine | undefined;
+  // The one cron host: user schedules and the gateway's own periodic jobs (`gateway.*`).
+  const scheduler = new Scheduler({ log: loggers.rules });
   const telemetry = new TelemetryService({
     // Device uplinks only: a server-side write reaches the cloud through the push node and the
     // alarm engine through the Device Profile node.
@@ -873,6 +875,7 @@ async function buildServices(
     db,
     bus,
     devices,
+    jobs: scheduler,
     log: loggers.telemetry,
     config: config.telemetry,
     onCommitTiming: (ms, ok) => {
@@ -938,6 +941,7 @@ async function buildServices(
     attributes,
     db,
     inCommit: (snapshot) => activityInCommit?.(snapshot),
+    jobs: scheduler,
     bus,
     log: loggers.devices,
     inactivityTimeoutMs: config.activity.inactivityTimeoutSec * 1000,
@@ -1030,7 +1034,8 @@ async function buildServices(
     maxCount: config.alarms.maxCount,
     now: overrides.now ?? clock.now,
   });
-  alarmRetention.start();
+  // Hourly, on the scheduler host (its own timer is for tests that build it alone).
+  scheduler.every('gateway.alarm-retention', 3_600_000, () => alarmRetention.runOnce());
   const rules = createRules({
     db,
     tenants,
@@ -1067,7 +1072,6 @@ async function buildServices(
     rules.engine.reaches(deviceId, msgType, DEVICE_PROFILE_NODE, true),
   );
   cloud.start();
-  const scheduler = new Scheduler({ log: loggers.rules });
   const schedulerEvents = new SchedulerEventService({
     db,
     tenants,

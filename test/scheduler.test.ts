@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { everyExpression, MAX_JOBS } from '../src/scheduler/scheduler.js';
 import { cronOf, isDue } from '../src/scheduler/scheduler-event-service.js';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect, nextMessage } from './helpers/mqtt.js';
@@ -191,7 +192,7 @@ describe('scheduler events', () => {
     const listed = (await jobs()).jobs.find((j) => j.key === id);
     assert.equal(listed?.expression, '* * * * * *');
     assert.equal(typeof listed?.nextRun, 'number');
-    assert.equal((await jobs()).maxJobs, 1000);
+    assert.equal((await jobs()).maxJobs, MAX_JOBS);
     // The gateway's clock jumps past endsOn: the next tick cancels the job.
     offset = 2 * 3_600_000;
     try {
@@ -205,5 +206,37 @@ describe('scheduler events', () => {
     assert.match(metrics, /^edge_refused_total\{what="scheduler_event"\} 0$/m);
     assert.match(metrics, /^edge_refused_total\{what="rule_chain"\} 0$/m);
     assert.match(metrics, /^edge_scheduler_jobs \d+$/m);
+  });
+
+  it("runs the gateway's own periodic jobs on the same host, listed with their cron expressions", async () => {
+    const res = await t.api('/api/scheduler/jobs', { token: admin });
+    const { jobs } = (await res.json()) as { jobs: Array<{ key: string; expression: string }> };
+    const own = Object.fromEntries(
+      jobs.filter((j) => j.key.startsWith('gateway.')).map((j) => [j.key, j.expression]),
+    );
+    // Inactivity checks every 60 s (EDGE_ACTIVITY_CHECK_INTERVAL_SEC), alarm retention hourly;
+    // the telemetry age check only with an age limit (EDGE_TELEMETRY_TTL_DAYS, 0 here).
+    assert.deepEqual(own, {
+      'gateway.activity-check': '0 * * * * *',
+      'gateway.alarm-retention': '0 0 * * * *',
+    });
+    const aged = await startGateway({ config: { telemetry: { ttlDays: 30 } } });
+    try {
+      const r = await aged.api('/api/scheduler/jobs', { token: await aged.adminToken() });
+      const listed = ((await r.json()) as { jobs: Array<{ key: string; expression: string }> })
+        .jobs;
+      assert.equal(
+        listed.find((j) => j.key === 'gateway.telemetry-age')?.expression,
+        '0 * * * * *',
+      );
+    } finally {
+      await aged.close();
+    }
+    assert.equal(everyExpression(1), '* * * * * *');
+    assert.equal(everyExpression(15), '*/15 * * * * *');
+    assert.equal(everyExpression(7), undefined); // ticks every second, runs every 7th
+    assert.equal(everyExpression(300), '0 */5 * * * *');
+    assert.equal(everyExpression(6 * 3600), '0 0 */6 * * *');
+    assert.equal(everyExpression(86_400), '0 0 0 * * *');
   });
 });

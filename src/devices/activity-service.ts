@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { AttributeService } from '../attributes/attribute-service.js';
 import type { Db } from '../db/open.js';
 import type { EventBus } from '../events.js';
+import type { PeriodicJobs } from '../scheduler/scheduler.js';
 import type { DeviceIdentity } from './device-service.js';
 
 /**
@@ -29,6 +30,8 @@ export interface ActivityServiceDeps {
   readonly inactivityTimeoutMs: number;
   /** How often inactivity is checked and activity times are saved. */
   readonly checkIntervalMs: number;
+  /** The scheduler host that runs the check (`gateway.activity-check`); else a plain timer. */
+  readonly jobs?: PeriodicJobs;
   readonly now?: () => number;
 }
 
@@ -56,6 +59,7 @@ export interface ActivitySnapshot {
 }
 
 const OWNER = 'activity';
+const JOB = 'gateway.activity-check';
 
 export class ActivityService {
   readonly #states = new Map<string, State>();
@@ -98,14 +102,19 @@ export class ActivityService {
         state.inactivityTimeout = timeout.value;
       }
     });
-    this.#timer = setInterval(() => this.check(), this.deps.checkIntervalMs);
-    this.#timer.unref();
+    if (this.deps.jobs) {
+      this.deps.jobs.every(JOB, this.deps.checkIntervalMs, () => this.check());
+    } else {
+      this.#timer = setInterval(() => this.check(), this.deps.checkIntervalMs);
+      this.#timer.unref();
+    }
   }
 
   /** Saves pending activity times and stops the periodic check. */
   stop(): void {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
+    this.deps.jobs?.cancel(JOB);
     this.deps.bus.removeOwner(OWNER);
     this.#saveDirty();
   }

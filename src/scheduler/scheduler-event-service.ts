@@ -8,7 +8,7 @@ import type { Db } from '../db/open.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { GatewayMsg, MessageProcessor } from '../messages/types.js';
 import type { TenantService } from '../tenant/tenant-service.js';
-import { MAX_JOBS, Scheduler } from './scheduler.js';
+import { MAX_EVENTS, Scheduler } from './scheduler.js';
 
 const entityRef = z.object({
   entityType: z.enum(['DEVICE', 'ENTITY_GROUP']),
@@ -224,9 +224,9 @@ export class SchedulerEventService {
         );
       this.#update.run({ id, ...fields });
     } else {
-      if ((this.#count.get()?.n ?? 0) >= MAX_JOBS) {
+      if ((this.#count.get()?.n ?? 0) >= MAX_EVENTS) {
         this.#refused++;
-        throw new ConflictError(`At most ${MAX_JOBS} scheduler events can be stored`);
+        throw new ConflictError(`At most ${MAX_EVENTS} scheduler events can be stored`);
       }
       id = randomUUID();
       this.#insert.run({
@@ -242,7 +242,7 @@ export class SchedulerEventService {
     return toEvent(row);
   }
 
-  /** Saves refused at the MAX_JOBS bound since start (`/metrics`). */
+  /** Saves refused at the MAX_EVENTS bound since start (`/metrics`). */
   get refused(): number {
     return this.#refused;
   }

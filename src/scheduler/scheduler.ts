@@ -7,8 +7,36 @@ import cron, { type ScheduledTask } from 'node-cron';
 import type { Logger } from 'pino';
 import { ValidationError } from '../errors.js';
 
+/** At most this many scheduler events (user schedules) are stored, each one job when armed. */
+export const MAX_EVENTS = 1000;
+/** Room for the gateway's own periodic jobs (`gateway.*`) besides the user schedules. */
+export const GATEWAY_JOBS = 16;
 /** At most this many jobs at once (user schedules plus the gateway's own). */
-export const MAX_JOBS = 1000;
+export const MAX_JOBS = MAX_EVENTS + GATEWAY_JOBS;
+
+/** Where a service runs its periodic job: the scheduler host, or a plain timer in unit tests. */
+export interface PeriodicJobs {
+  every(key: string, intervalMs: number, run: () => void): void;
+  cancel(key: string): void;
+}
+
+/**
+ * The cron expression that runs every `seconds`, when cron can say it exactly (a divisor of a
+ * minute, an hour or a day); undefined otherwise.
+ */
+export function everyExpression(seconds: number): string | undefined {
+  if (seconds === 1) return '* * * * * *';
+  if (seconds < 60) return 60 % seconds === 0 ? `*/${seconds} * * * * *` : undefined;
+  if (seconds % 60 !== 0) return undefined;
+  const m = seconds / 60;
+  if (m === 1) return '0 * * * * *';
+  if (m < 60) return 60 % m === 0 ? `0 */${m} * * * *` : undefined;
+  if (m % 60 !== 0) return undefined;
+  const h = m / 60;
+  if (h === 1) return '0 0 * * * *';
+  if (h === 24) return '0 0 0 * * *';
+  return h < 24 && 24 % h === 0 ? `0 0 */${h} * * *` : undefined;
+}
 
 /** One armed job, as `GET /api/scheduler/jobs` lists it. */
 export interface JobInfo {
@@ -25,7 +53,7 @@ interface Job {
   readonly timezone: string | undefined;
 }
 
-export class Scheduler {
+export class Scheduler implements PeriodicJobs {
   readonly #jobs = new Map<string, Job>();
   #stopped = false;
   #refused = 0;
@@ -77,6 +105,24 @@ export class Scheduler {
       },
     );
     this.#jobs.set(key, { task, expression, timezone });
+  }
+
+  /**
+   * A periodic job of the gateway, every `intervalMs` rounded to whole seconds (node-cron's
+   * resolution; at least 1 s), on the wall clock's multiples of it. An interval cron cannot say
+   * exactly (7 s, 90 s) ticks every second and runs on every n-th tick.
+   */
+  every(key: string, intervalMs: number, run: () => void): void {
+    const seconds = Math.max(1, Math.round(intervalMs / 1000));
+    const expression = everyExpression(seconds);
+    if (expression) {
+      this.schedule(key, expression, undefined, run);
+      return;
+    }
+    let tick = 0;
+    this.schedule(key, '* * * * * *', undefined, () => {
+      if (++tick % seconds === 0) run();
+    });
   }
 
   cancel(key: string): void {

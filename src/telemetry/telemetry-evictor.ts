@@ -16,7 +16,7 @@ export interface TelemetryEvictorDeps {
   readonly stepPoints?: number;
   /** Longest run of steps in one turn of the event loop. */
   readonly sliceMs?: number;
-  /** How often the age limit is checked. */
+  /** How often the age limit is checked (default 60 s); 0: by the caller (`kick`). */
   readonly ttlCheckMs?: number;
   readonly now?: () => number;
 }
@@ -53,7 +53,7 @@ export class TelemetryEvictor {
 
   start(): void {
     this.#running = true;
-    if (this.#deps.ttlDays > 0) {
+    if (this.#deps.ttlDays > 0 && this.#deps.ttlCheckMs !== 0) {
       this.#interval = setInterval(() => this.kick(), this.#deps.ttlCheckMs ?? 60_000);
       this.#interval.unref();
     }

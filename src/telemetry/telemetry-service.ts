@@ -6,6 +6,7 @@ import type { Db } from '../db/open.js';
 import type { DeviceIdentity, DeviceService } from '../devices/device-service.js';
 import { NotFoundError, UnavailableError, ValidationError } from '../errors.js';
 import type { ChangeSource, EventBus, TelemetryPoint } from '../events.js';
+import type { PeriodicJobs } from '../scheduler/scheduler.js';
 import { TelemetryEvictor } from './telemetry-evictor.js';
 import {
   parseTelemetry,
@@ -30,6 +31,8 @@ export interface TelemetryServiceDeps {
   readonly devices: Pick<DeviceService, 'identity'>;
   readonly config: Config['telemetry'];
   readonly limits?: TelemetryLimits;
+  /** The scheduler host that runs the age-limit check (`gateway.telemetry-age`). */
+  readonly jobs?: PeriodicJobs;
   /** Clock for server timestamps and the age limit (tests). */
   readonly now?: () => number;
   /** Points per eviction transaction. */
@@ -47,6 +50,7 @@ export interface TelemetryServiceDeps {
 export type TimeseriesResult = Record<string, TsKvOut[]>;
 
 const OWNER = 'telemetry';
+const AGE_JOB = 'gateway.telemetry-age';
 
 /**
  * The telemetry domain: one ingest path for every transport (parse, type, group commit),
@@ -78,6 +82,8 @@ export class TelemetryService {
       maxBytes: this.#maxBytes(store),
       maxPointsPerDevice: config.maxPointsPerDevice,
       ttlDays: config.ttlDays,
+      // The scheduler host checks the age limit (`gateway.telemetry-age`): no timer of its own.
+      ttlCheckMs: this.#deps.jobs ? 0 : undefined,
       stepPoints: this.#deps.evictStepPoints,
       now: this.#deps.now,
     });
@@ -110,6 +116,7 @@ export class TelemetryService {
     // The delete trigger of migration 002 removed the device's rows: recount.
     bus.on(OWNER, 'device.deleted', () => store.reloadCounts());
     evictor.start();
+    if (config.ttlDays > 0) this.#deps.jobs?.every(AGE_JOB, 60_000, () => evictor.kick());
     log.info(
       {
         points: store.totalPoints,
@@ -124,6 +131,7 @@ export class TelemetryService {
   stop(): Promise<void> {
     this.#writer?.stop();
     this.#evictor?.stop();
+    this.#deps.jobs?.cancel(AGE_JOB);
     this.#deps.bus.removeOwner(OWNER);
     return Promise.resolve();
   }
