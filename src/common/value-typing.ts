@@ -92,6 +92,32 @@ export function typeNumber(
   return { kind: 'long', value: Number.isSafeInteger(n) ? n : big };
 }
 
+/**
+ * A binary floating-point value (a Protobuf `double`/`float` field, a Sparkplug Double metric)
+ * typed as ThingsBoard types it after printing it with a fraction (`40.0`, protobuf-java
+ * JsonFormat): an integral value is a DOUBLE, any other typed by its shortest text. Not finite:
+ * the text `NaN`/`Infinity` as a STRING (JsonFormat prints them quoted).
+ */
+export function typeBinaryDouble(
+  n: number,
+  key: string,
+  maxValueLength = Number.POSITIVE_INFINITY,
+): TypedValue {
+  if (!Number.isFinite(n)) return { kind: 'string', value: String(n) };
+  if (Number.isInteger(n) && Math.abs(n) < 1e21) return { kind: 'double', value: n || 0 };
+  return typeNumber(String(n), key, maxValueLength);
+}
+
+/**
+ * A string value of device data (device-api.md §1.2): a numeric-looking string is cast
+ * (`transport.json.type_cast_enabled`), any other is a STRING within the length bound.
+ */
+export function typeText(s: string, key: string, maxValueLength: number): TypedValue {
+  if (NUMERIC_STRING_RE.test(s)) return typeNumber(s, key, maxValueLength);
+  checkValueLength(key, s.length, maxValueLength);
+  return { kind: 'string', value: s };
+}
+
 /** An exponent literal as a DOUBLE; one beyond the double range is refused, naming the key. */
 function typeDouble(raw: string, key: string): TypedValue {
   const value = Number(raw);

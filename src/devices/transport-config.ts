@@ -8,6 +8,7 @@
 import protobuf from 'protobufjs';
 import { z } from 'zod';
 import { ValidationError } from '../errors.js';
+import { compileTelemetryDecoder, type TelemetryDecoder } from './proto-points.js';
 
 export const TRANSPORT_TYPES = ['DEFAULT', 'MQTT', 'COAP'] as const;
 export type TransportType = (typeof TRANSPORT_TYPES)[number];
@@ -115,6 +116,8 @@ export type PayloadSettings =
   | {
       readonly kind: 'PROTOBUF';
       readonly types: ProtoTypes;
+      /** The telemetry schema compiled into typed points (no JSON text in between). */
+      readonly telemetryDecoder: TelemetryDecoder;
       /** Uplinks on profile-format topics fall back to JSON when the schema does not fit. */
       readonly jsonCompatible: boolean;
       /** With `jsonCompatible`: downlinks on the v1 topics stay JSON. */
@@ -284,6 +287,7 @@ function payloadSettings(json: PayloadTypeJson | null | undefined, mqtt: boolean
   return {
     kind: 'PROTOBUF',
     types: { telemetry, attributes, rpcRequest, rpcResponse },
+    telemetryDecoder: compileTelemetryDecoder(telemetry),
     jsonCompatible: compat,
     jsonOnDefaultDownlinks: compat && json.useJsonPayloadFormatForDefaultDownlinkTopics === true,
   };

@@ -10,10 +10,10 @@ import {
   checkStoredBytes,
   checkValueLength,
   DEFAULT_MAX_REQUEST_STORED_BYTES,
-  NUMERIC_STRING_RE,
   storedBytes,
   type TypedValue,
   typeNumber,
+  typeText,
   type ValueKind,
 } from '../common/value-typing.js';
 import { ValidationError } from '../errors.js';
@@ -71,12 +71,7 @@ export function parseTelemetryText(
   now: number,
   limits: TelemetryLimits = TELEMETRY_LIMITS,
 ): TsEntry[] {
-  const size = typeof text === 'string' ? Buffer.byteLength(text) : text.byteLength;
-  if (size > limits.maxPayloadBytes) {
-    throw new ValidationError(
-      `Telemetry payload is ${size} bytes, more than the limit of ${limits.maxPayloadBytes}`,
-    );
-  }
+  checkPayloadBytes(typeof text === 'string' ? Buffer.byteLength(text) : text.byteLength, limits);
   const str =
     typeof text === 'string'
       ? text
@@ -90,6 +85,14 @@ export function parseTelemetryText(
   return parseTelemetry(parsed, now, limits);
 }
 
+function checkPayloadBytes(size: number, limits: TelemetryLimits): void {
+  if (size > limits.maxPayloadBytes) {
+    throw new ValidationError(
+      `Telemetry payload is ${size} bytes, more than the limit of ${limits.maxPayloadBytes}`,
+    );
+  }
+}
+
 /**
  * Turns a telemetry payload in one of ThingsBoard's four forms (device-api.md §1.1) into typed
  * points: an object, an array of objects, `{"ts","values"}`, or an array of those (mixed with
@@ -101,27 +104,13 @@ export function parseTelemetry(
   now: number,
   limits: TelemetryLimits = TELEMETRY_LIMITS,
 ): TsEntry[] {
-  const out: TsEntry[] = [];
-  let stored = 0;
+  const out = new PointCollector(limits);
   const addValues = (values: Record<string, unknown>, ts: number, depth: number) => {
     for (const key of Object.keys(values)) {
       const v = values[key];
-      if (key.length === 0) throw new ValidationError('Telemetry key must not be empty');
-      if (key.length > limits.maxKeyLength) {
-        throw new ValidationError(
-          `Telemetry key '${key.slice(0, 32)}…' is ${key.length} characters, longer than ${limits.maxKeyLength}`,
-        );
-      }
+      out.checkKey(key);
       if (v === null || v === undefined) continue;
-      if (out.length >= limits.maxPoints) {
-        throw new ValidationError(
-          `Telemetry payload has more than ${limits.maxPoints} data points`,
-        );
-      }
-      const t = typeValue(key, v, depth + 1, limits);
-      stored += storedBytes(key, t.kind, t.value);
-      checkStoredBytes('Telemetry payload', stored, limits.maxStoredBytes);
-      out.push({ key, ts, kind: t.kind, value: t.value });
+      out.add(key, ts, typeValue(key, v, depth + 1, limits));
     }
   };
   const addElement = (el: Record<string, unknown>, depth: number) => {
@@ -155,10 +144,63 @@ export function parseTelemetry(
       `Can't parse value: telemetry must be a JSON object or array, got ${describe(payload)}`,
     );
   }
-  return out;
+  return out.points;
 }
 
-function parseTs(raw: unknown): number {
+/**
+ * The points of one payload under its limits (key length, point count, stored bytes): every
+ * telemetry decoder adds through one of these, so a limit is checked in one place.
+ */
+export class PointCollector {
+  readonly points: TsEntry[] = [];
+  #stored = 0;
+
+  constructor(readonly limits: TelemetryLimits) {}
+
+  /** A key must be non-empty and within the length bound, even when its value is null. */
+  checkKey(key: string): void {
+    if (key.length === 0) throw new ValidationError('Telemetry key must not be empty');
+    if (key.length > this.limits.maxKeyLength) {
+      throw new ValidationError(
+        `Telemetry key '${key.slice(0, 32)}…' is ${key.length} characters, longer than ${this.limits.maxKeyLength}`,
+      );
+    }
+  }
+
+  add(key: string, ts: number, t: TypedValue): void {
+    if (this.points.length >= this.limits.maxPoints) {
+      throw new ValidationError(
+        `Telemetry payload has more than ${this.limits.maxPoints} data points`,
+      );
+    }
+    this.#stored += storedBytes(key, t.kind, t.value);
+    checkStoredBytes('Telemetry payload', this.#stored, this.limits.maxStoredBytes);
+    this.points.push({ key, ts, kind: t.kind, value: t.value });
+  }
+}
+
+/**
+ * A telemetry payload a transport decoded itself (Protobuf, Sparkplug B: issue 21): typed into
+ * points at ingest, straight from the decoded message, without JSON text in between.
+ * `toPoints` gets the server time (for points without their own) and the payload limits.
+ */
+export class DecodedTelemetry {
+  constructor(
+    /** The size of the binary payload, bounded as a text payload is. */
+    readonly bytes: number,
+    readonly toPoints: (now: number, out: PointCollector) => void,
+  ) {}
+
+  points(now: number, limits: TelemetryLimits): TsEntry[] {
+    checkPayloadBytes(this.bytes, limits);
+    const out = new PointCollector(limits);
+    this.toPoints(now, out);
+    return out.points;
+  }
+}
+
+/** A `ts` member as device-api.md §1.1 reads it: non-negative integer epoch milliseconds. */
+export function parseTs(raw: unknown): number {
   let ts: number | undefined;
   if (raw instanceof JsonNumber) ts = Number(raw.raw);
   else if (typeof raw === 'number') ts = raw;
@@ -172,7 +214,8 @@ function parseTs(raw: unknown): number {
   return ts;
 }
 
-function typeValue(key: string, v: unknown, depth: number, limits: TelemetryLimits): Typed {
+/** A parsed JSON value typed as a telemetry value (§1.2); `depth` = its nesting level. */
+export function typeValue(key: string, v: unknown, depth: number, limits: TelemetryLimits): Typed {
   if (typeof v === 'boolean') return { kind: 'bool', value: v };
   if (v instanceof JsonNumber) return typeNumber(v.raw, key, limits.maxValueLength);
   if (typeof v === 'number') {
@@ -180,12 +223,8 @@ function typeValue(key: string, v: unknown, depth: number, limits: TelemetryLimi
     return typeNumber(String(v), key, limits.maxValueLength);
   }
   if (typeof v === 'bigint') return typeNumber(v.toString(), key, limits.maxValueLength);
-  if (typeof v === 'string') {
-    // device-api.md §1.2: numeric-looking strings are cast (transport.json.type_cast_enabled).
-    if (NUMERIC_STRING_RE.test(v)) return typeNumber(v, key, limits.maxValueLength);
-    checkLength(key, v.length, limits);
-    return { kind: 'string', value: v };
-  }
+  // device-api.md §1.2: numeric-looking strings are cast (transport.json.type_cast_enabled).
+  if (typeof v === 'string') return typeText(v, key, limits.maxValueLength);
   if (typeof v === 'object' && v !== null) {
     checkDepth(v, depth, limits);
     const text = stringifyJsonText(v);

@@ -9,6 +9,7 @@ import type { ChangeSource, EventBus, TelemetryPoint } from '../events.js';
 import type { PeriodicJobs } from '../scheduler/scheduler.js';
 import { TelemetryEvictor } from './telemetry-evictor.js';
 import {
+  DecodedTelemetry,
   parseTelemetry,
   parseTelemetryText,
   TELEMETRY_LIMITS,
@@ -138,7 +139,8 @@ export class TelemetryService {
 
   /**
    * The ingest path of every transport. `payload` is the raw body (string or bytes: numbers are
-   * typed by their literal) or an already parsed JSON value. Resolves with the number of points
+   * typed by their literal), an already parsed JSON value, or a `DecodedTelemetry` (a binary
+   * payload a transport decoded, typed straight into points). Resolves with the number of points
    * once they are committed; rejects with a ValidationError for a bad payload, of which nothing
    * is stored.
    */
@@ -310,6 +312,7 @@ export class TelemetryService {
 
   #parse(payload: unknown, now: number): TsEntry[] {
     const limits = this.#deps.limits ?? TELEMETRY_LIMITS;
+    if (payload instanceof DecodedTelemetry) return payload.points(now, limits);
     return typeof payload === 'string' || payload instanceof Uint8Array
       ? parseTelemetryText(payload, now, limits)
       : parseTelemetry(payload, now, limits);

@@ -10,9 +10,11 @@ import { parseKeyList } from '../attributes/attribute-service.js';
 import { deviceAttributesJson, sharedUpdateJson } from '../attributes/payloads.js';
 import type { SharedAttributeUpdate, TypedAttributeKv } from '../attributes/types.js';
 import { parseJsonPayload } from '../common/json-payload.js';
+import { messageJson } from '../devices/proto-points.js';
 import type { PayloadSettings, ProtoTypes } from '../devices/transport-config.js';
 import { ValidationError } from '../errors.js';
 import type { ToDeviceRpc } from '../rpc/types.js';
+import type { DecodedTelemetry } from '../telemetry/telemetry-parser.js';
 
 /**
  * Which format a topic or path asks for: `profile` follows the profile (the v1 topics, custom
@@ -80,8 +82,16 @@ export class PayloadCodec {
 
   // ---- Uplinks ---------------------------------------------------------------------------------
 
-  telemetry(payload: Buffer, wire: Wire): JsonPayload {
-    return this.#dynamic(payload, wire, 'telemetry', 'telemetry');
+  /** Telemetry: JSON as sent, or a Protobuf message decoded into typed points. */
+  telemetry(payload: Buffer, wire: Wire): JsonPayload | DecodedTelemetry {
+    const { settings } = this;
+    if (!this.isProto(wire) || settings.kind !== 'PROTOBUF')
+      return this.#dynamic(payload, wire, 'telemetry', 'telemetry');
+    try {
+      return settings.telemetryDecoder(payload);
+    } catch (err) {
+      return this.#undecodable(payload, wire, 'telemetry', err);
+    }
   }
 
   attributes(payload: Buffer, wire: Wire): JsonPayload {
@@ -209,11 +219,16 @@ export class PayloadCodec {
     try {
       return messageJson(type, type.decode(payload));
     } catch (err) {
-      if (this.#compat && wire !== 'proto') return payload;
-      throw new ValidationError(`${what}: payload does not fit the profile's proto schema`, {
-        cause: err,
-      });
+      return this.#undecodable(payload, wire, what, err);
     }
+  }
+
+  /** A payload the schema does not fit: compatibility mode tries it as JSON. */
+  #undecodable(payload: Buffer, wire: Wire, what: string, err: unknown): JsonPayload {
+    if (this.#compat && wire !== 'proto') return payload;
+    throw new ValidationError(`${what}: payload does not fit the profile's proto schema`, {
+      cause: err,
+    });
   }
 
   /** Decodes a fixed message; undefined when compatibility mode should try JSON instead. */
@@ -267,54 +282,4 @@ function tsKv(kv: TypedAttributeKv): Record<string, unknown> {
       value.jsonV = typeof kv.value === 'string' ? kv.value : JSON.stringify(kv.value);
   }
   return { ts: kv.lastUpdateTs, kv: value };
-}
-
-// ---- Decoded message → JSON text (protobuf-java JsonFormat with default values, §2.2) ---------
-
-const LONG_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
-
-/**
- * A decoded message as ThingsBoard prints it: lowerCamelCase names, 64-bit integers as strings,
- * doubles with a fraction (`40.0`, so the core types them DOUBLE), bytes as base64, enums by
- * name; scalars without presence appear with their default, unset optional, message and oneof
- * fields are left out.
- */
-export function messageJson(type: protobuf.Type, message: object): string {
-  const m = message as Record<string, unknown>;
-  const parts: string[] = [];
-  for (const f of type.fieldsArray) {
-    const present = Object.hasOwn(m, f.name) && m[f.name] !== null && m[f.name] !== undefined;
-    const name = JSON.stringify(f.name);
-    if (f.map) {
-      const entries = Object.entries((present ? m[f.name] : {}) as Record<string, unknown>);
-      const body = entries.map(([k, v]) => `${JSON.stringify(k)}:${valueJson(f, v)}`);
-      parts.push(`${name}:{${body.join(',')}}`);
-    } else if (f.repeated) {
-      const items = (present ? m[f.name] : []) as unknown[];
-      parts.push(`${name}:[${items.map((v) => valueJson(f, v)).join(',')}]`);
-    } else if (
-      f.resolvedType instanceof protobuf.Type ||
-      f.partOf !== null ||
-      f.options?.proto3_optional === true
-    ) {
-      if (present) parts.push(`${name}:${valueJson(f, m[f.name])}`);
-    } else {
-      parts.push(`${name}:${valueJson(f, present ? m[f.name] : f.typeDefault)}`);
-    }
-  }
-  return `{${parts.join(',')}}`;
-}
-
-function valueJson(f: protobuf.Field, v: unknown): string {
-  const rt = f.resolvedType;
-  if (rt instanceof protobuf.Type) return messageJson(rt, v as object);
-  if (rt instanceof protobuf.Enum) return JSON.stringify(rt.valuesById[v as number] ?? v);
-  if (f.type === 'double' || f.type === 'float') {
-    const n = v as number;
-    if (!Number.isFinite(n)) return JSON.stringify(String(n));
-    return Number.isInteger(n) && Math.abs(n) < 1e21 ? `${n}.0` : String(n);
-  }
-  if (LONG_TYPES.has(f.type)) return `"${String(v)}"`;
-  if (f.type === 'bytes') return JSON.stringify(Buffer.from(v as Uint8Array).toString('base64'));
-  return JSON.stringify(v);
 }

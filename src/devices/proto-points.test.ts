@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import protobuf from 'protobufjs';
+import { ValidationError } from '../errors.js';
+import { parseTelemetryText, TELEMETRY_LIMITS } from '../telemetry/telemetry-parser.js';
+import { compileTelemetryDecoder, messageJson } from './proto-points.js';
+
+const NOW = 1_700_000_000_000;
+
+/** The last top-level message of a schema, as profiles use it. */
+function rootOf(schema: string): protobuf.Type {
+  const root = protobuf.parse(schema).root;
+  const types: protobuf.Type[] = [];
+  const walk = (ns: protobuf.NamespaceBase) => {
+    for (const o of ns.nestedArray) {
+      if (o instanceof protobuf.Type && o.parent === ns) types.push(o);
+      else if (o instanceof protobuf.Namespace) walk(o);
+    }
+  };
+  walk(root);
+  const type = types.at(-1);
+  if (!type) throw new Error('no message');
+  return type;
+}
+
+/**
+ * The typed points must equal what the JSON path stores for the same message: JsonFormat text
+ * read by the JSON converter (transport-profiles.md §2.2).
+ */
+function same(schema: string, value: Record<string, unknown>): void {
+  const type = rootOf(schema);
+  const bytes = type.encode(type.fromObject(value)).finish();
+  const viaJson = parseTelemetryText(messageJson(type, type.decode(bytes)), NOW);
+  const direct = compileTelemetryDecoder(type)(bytes).points(NOW, TELEMETRY_LIMITS);
+  assert.deepEqual(direct, viaJson, JSON.stringify(value));
+}
+
+const TB_DEFAULT = `syntax = "proto3"; package telemetry;
+message SensorDataReading { optional double temperature = 1; optional double humidity = 2;
+  InnerObject innerObject = 3;
+  message InnerObject { optional string key1 = 1; optional bool key2 = 2; optional double key3 = 3;
+    optional int32 key4 = 4; optional string key5 = 5; } }`;
+
+const TS_VALUES = `syntax = "proto3";
+message PostTelemetry { optional int64 ts = 1; Values values = 2;
+  message Values { optional double t = 1; optional int32 n = 2; optional bool on = 3; } }`;
+
+const SCALARS = `syntax = "proto3";
+enum Mode { OFF = 0; ON = 1; }
+message All { double d = 1; float f = 2; int64 i64 = 3; uint64 u64 = 4; sint32 s32 = 5;
+  string s = 6; bytes b = 7; Mode mode = 8; bool flag = 9; repeated int32 list = 10;
+  map<string, double> m = 11; oneof choice { string text = 12; int32 number = 13; } }`;
+
+describe('compileTelemetryDecoder (issue 21): the same points as the JSON path', () => {
+  it("types ThingsBoard's default schema, nested messages as JSON", () => {
+    same(TB_DEFAULT, { temperature: 42, humidity: 60.5 });
+    same(TB_DEFAULT, {
+      temperature: 21.123456789012344,
+      innerObject: { key1: 'v', key2: true, key3: 1.5, key4: 7, key5: '12' },
+    });
+    same(TB_DEFAULT, {});
+  });
+
+  it('reads the device timestamp form, and `values` at the server time without `ts`', () => {
+    same(TS_VALUES, { ts: 1_600_000_000_000, values: { t: 40, n: 3, on: false } });
+    same(TS_VALUES, { ts: 5, values: { t: 0.1 } });
+    same(TS_VALUES, { values: { t: 2.5 } });
+    same(TS_VALUES, { ts: 7 });
+  });
+
+  it('types every scalar kind, defaults included, as the printed JSON does', () => {
+    same(SCALARS, {});
+    same(SCALARS, {
+      d: 1e-7,
+      f: 0.1,
+      i64: '9007199254740993',
+      u64: '18446744073709551615',
+      s32: -12,
+      s: '123.5',
+      b: Buffer.from([0xd7, 0x6d, 0xf8]),
+      mode: 1,
+      flag: true,
+      list: [1, 2],
+      m: { a: 1, b: 2.5 },
+      number: 4,
+    });
+    same(SCALARS, { d: Number.NaN, s: 'text', text: '', i64: '-5', d2: 1 });
+    same(SCALARS, { d: 1.5e21, f: -0 });
+  });
+
+  it('leaves `values` that is not a message to the JSON converter', () => {
+    const schema = `syntax = "proto3"; message P { optional int64 ts = 1; map<string, int32> values = 2; }`;
+    same(schema, { ts: 10, values: { a: 1 } });
+    const list = rootOf(
+      `syntax = "proto3"; message P { int64 ts = 1; repeated int32 values = 2; }`,
+    );
+    const bytes = list.encode(list.fromObject({ ts: 3, values: [1] })).finish();
+    assert.throws(
+      () => compileTelemetryDecoder(list)(bytes).points(NOW, TELEMETRY_LIMITS),
+      (err: Error) =>
+        err instanceof ValidationError && /'values' must be a JSON object/.test(err.message),
+    );
+  });
+
+  it('applies the payload limits', () => {
+    const type = rootOf(TS_VALUES);
+    const bytes = type
+      .encode(type.fromObject({ ts: 1, values: { t: 1, n: 2, on: true } }))
+      .finish();
+    const limits = { ...TELEMETRY_LIMITS, maxPoints: 2 };
+    assert.throws(
+      () => compileTelemetryDecoder(type)(bytes).points(NOW, limits),
+      /more than 2 data points/,
+    );
+  });
+});

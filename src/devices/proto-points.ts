@@ -1,0 +1,203 @@
+/**
+ * A PROTOBUF profile's telemetry schema compiled into typed points (issue 21): a decoded message
+ * becomes the points ThingsBoard stores for it, as if it had been printed with protobuf-java's
+ * JsonFormat and read by the JSON converter (transport-profiles.md §2.2), but without the JSON
+ * text in between. The JSON printer is here too: attributes and RPC replies still go as text.
+ */
+
+import protobuf from 'protobufjs';
+import { parseJsonNative, parseJsonTextExact } from '../common/json-text.js';
+import { type TypedValue, typeBinaryDouble, typeNumber, typeText } from '../common/value-typing.js';
+import {
+  DecodedTelemetry,
+  type PointCollector,
+  parseTelemetry,
+  parseTs,
+  typeValue,
+} from '../telemetry/telemetry-parser.js';
+
+const LONG_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
+
+/** A decoded message of the compiled type, typed into points. */
+export type TelemetryDecoder = (payload: Uint8Array) => DecodedTelemetry;
+
+/** How one field of a message becomes a value: its printed presence and its typing. */
+interface FieldPlan {
+  readonly field: protobuf.Field;
+  readonly key: string;
+  /** JsonFormat prints it only when set (optional, message and oneof fields). */
+  readonly presence: boolean;
+  /** The typed value; `depth` is the nesting level a JSON value starts at. */
+  readonly type: (v: unknown, depth: number, limits: PointCollector['limits']) => TypedValue;
+}
+
+/**
+ * Compiles the telemetry root type once per profile: a decoder of payloads into points. A
+ * message with `ts` and `values` both printed is the device-timestamp form (device-api §1.1):
+ * the members of `values` at `ts`; any other message is its own members at the server time.
+ */
+export function compileTelemetryDecoder(type: protobuf.Type): TelemetryDecoder {
+  const fields = type.fieldsArray.map(planOf);
+  const ts = fields.find((f) => f.key === 'ts');
+  const values = fields.find((f) => f.key === 'values');
+  const inner =
+    values?.field.resolvedType instanceof protobuf.Type && !values.field.repeated
+      ? values.field.resolvedType.fieldsArray.map(planOf)
+      : undefined;
+  return (payload) => {
+    const m = type.decode(payload) as unknown as Record<string, unknown>;
+    return new DecodedTelemetry(payload.byteLength, (now, out) => {
+      if (ts && values && printed(ts, m) !== undefined && printed(values, m) !== undefined) {
+        if (!inner) {
+          // `values` is not a message (a map, a list, a scalar): the JSON converter decides.
+          const text = messageJson(type, m);
+          const parsed =
+            parseJsonNative(text, out.limits.maxDepth) ??
+            parseJsonTextExact(text, out.limits.maxDepth);
+          for (const p of parseTelemetry(parsed, now, out.limits)) out.add(p.key, p.ts, p);
+          return;
+        }
+        const at = parseTs(tsValue(ts.field, printed(ts, m)));
+        typeMembers(inner, printed(values, m) as Record<string, unknown>, at, 3, out);
+        return;
+      }
+      typeMembers(fields, m, now, 2, out);
+    });
+  };
+}
+
+function typeMembers(
+  plans: readonly FieldPlan[],
+  m: Record<string, unknown>,
+  ts: number,
+  depth: number,
+  out: PointCollector,
+): void {
+  for (const plan of plans) {
+    const v = printed(plan, m);
+    if (v === undefined) continue;
+    out.checkKey(plan.key);
+    out.add(plan.key, ts, plan.type(v, depth, out.limits));
+  }
+}
+
+/** A field's value as JsonFormat prints it (default when unset and without presence), or undefined. */
+function printed(plan: FieldPlan, m: Record<string, unknown>): unknown {
+  const name = plan.field.name;
+  const v = Object.hasOwn(m, name) ? m[name] : undefined;
+  if (v !== null && v !== undefined) return v;
+  if (plan.presence) return undefined;
+  if (plan.field.map) return {};
+  if (plan.field.repeated) return [];
+  return plan.field.typeDefault;
+}
+
+/** `ts` as the JSON converter reads its printed form (64-bit integers print as strings). */
+function tsValue(f: protobuf.Field, v: unknown): unknown {
+  if (LONG_TYPES.has(f.type)) return String(v);
+  const rt = f.resolvedType;
+  if (rt instanceof protobuf.Enum) return rt.valuesById[v as number] ?? v;
+  return v;
+}
+
+function planOf(f: protobuf.Field): FieldPlan {
+  f.resolve();
+  const rt = f.resolvedType;
+  const key = f.name;
+  const presence =
+    rt instanceof protobuf.Type || f.partOf !== null || f.options?.proto3_optional === true;
+  const plan = (type: FieldPlan['type']): FieldPlan => ({
+    field: f,
+    key,
+    presence: presence && !f.repeated && !f.map,
+    type,
+  });
+  if (f.map || f.repeated || rt instanceof protobuf.Type) {
+    // A nested value is stored as one JSON value: typed from its printed text, as before.
+    return plan((v, depth, limits) => {
+      const text = valueText(f, v);
+      const parsed =
+        parseJsonNative(text, limits.maxDepth) ?? parseJsonTextExact(text, limits.maxDepth);
+      return typeValue(key, parsed, depth, limits);
+    });
+  }
+  if (rt instanceof protobuf.Enum) {
+    return plan((v, _d, limits) => {
+      const name = rt.valuesById[v as number];
+      return name === undefined
+        ? typeNumber(String(v), key, limits.maxValueLength)
+        : typeText(name, key, limits.maxValueLength);
+    });
+  }
+  switch (f.type) {
+    case 'double':
+    case 'float':
+      return plan((v, _d, limits) => typeBinaryDouble(v as number, key, limits.maxValueLength));
+    case 'bool':
+      return plan((v) => ({ kind: 'bool', value: v as boolean }));
+    case 'string':
+      return plan((v, _d, limits) => typeText(v as string, key, limits.maxValueLength));
+    case 'bytes':
+      return plan((v, _d, limits) =>
+        typeText(Buffer.from(v as Uint8Array).toString('base64'), key, limits.maxValueLength),
+      );
+    default:
+      // Integers: 64-bit ones print as strings, 32-bit ones as numbers; both type as LONG.
+      return plan((v, _d, limits) => typeNumber(String(v), key, limits.maxValueLength));
+  }
+}
+
+/** One field's value as JsonFormat prints it (maps, repeated and messages included). */
+function valueText(f: protobuf.Field, v: unknown): string {
+  if (f.map) {
+    const entries = Object.entries(v as Record<string, unknown>);
+    return `{${entries.map(([k, x]) => `${JSON.stringify(k)}:${valueJson(f, x)}`).join(',')}}`;
+  }
+  if (f.repeated) return `[${(v as unknown[]).map((x) => valueJson(f, x)).join(',')}]`;
+  return valueJson(f, v);
+}
+
+// ---- Decoded message → JSON text (protobuf-java JsonFormat with default values, §2.2) ---------
+
+/**
+ * A decoded message as ThingsBoard prints it: lowerCamelCase names, 64-bit integers as strings,
+ * doubles with a fraction (`40.0`, so the core types them DOUBLE), bytes as base64, enums by
+ * name; scalars without presence appear with their default, unset optional, message and oneof
+ * fields are left out.
+ */
+export function messageJson(type: protobuf.Type, message: object): string {
+  const m = message as Record<string, unknown>;
+  const parts: string[] = [];
+  for (const f of type.fieldsArray) {
+    const present = Object.hasOwn(m, f.name) && m[f.name] !== null && m[f.name] !== undefined;
+    const name = JSON.stringify(f.name);
+    if (f.map) {
+      parts.push(`${name}:${valueText(f, present ? m[f.name] : {})}`);
+    } else if (f.repeated) {
+      parts.push(`${name}:${valueText(f, present ? m[f.name] : [])}`);
+    } else if (
+      f.resolvedType instanceof protobuf.Type ||
+      f.partOf !== null ||
+      f.options?.proto3_optional === true
+    ) {
+      if (present) parts.push(`${name}:${valueJson(f, m[f.name])}`);
+    } else {
+      parts.push(`${name}:${valueJson(f, present ? m[f.name] : f.typeDefault)}`);
+    }
+  }
+  return `{${parts.join(',')}}`;
+}
+
+function valueJson(f: protobuf.Field, v: unknown): string {
+  const rt = f.resolvedType;
+  if (rt instanceof protobuf.Type) return messageJson(rt, v as object);
+  if (rt instanceof protobuf.Enum) return JSON.stringify(rt.valuesById[v as number] ?? v);
+  if (f.type === 'double' || f.type === 'float') {
+    const n = v as number;
+    if (!Number.isFinite(n)) return JSON.stringify(String(n));
+    return Number.isInteger(n) && Math.abs(n) < 1e21 ? `${n}.0` : String(n);
+  }
+  if (LONG_TYPES.has(f.type)) return `"${String(v)}"`;
+  if (f.type === 'bytes') return JSON.stringify(Buffer.from(v as Uint8Array).toString('base64'));
+  return JSON.stringify(v);
+}
