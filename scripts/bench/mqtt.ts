@@ -569,6 +569,11 @@ async function main(): Promise<void> {
       /** Issue 14: no chain and the root chain with two scripts, side by side (bench:rules). */
       rules: { type: 'boolean', default: false },
       rounds: { type: 'string', default: '2' },
+      /**
+       * With --payload: also runs this bundle (e.g. main's build) before the current one, in the
+       * same run, so that a change is compared side by side.
+       */
+      bundle: { type: 'string' },
     },
   });
   if (values.gen) {
@@ -595,7 +600,13 @@ async function main(): Promise<void> {
   }
   const payload = values.payload as PayloadKind;
   if (payload === 'protobuf' || payload === 'sparkplug') {
-    await comparePayloads(payload, publishers, opts);
+    const profDir = values['cpu-prof'];
+    if (values.bundle) {
+      console.log(`before: ${values.bundle}`);
+      await comparePayloads(payload, publishers, opts, { bundle: values.bundle });
+      console.log('after: this tree');
+    }
+    await comparePayloads(payload, publishers, opts, { profDir });
     return;
   }
 
@@ -774,6 +785,8 @@ async function comparePayloads(
   kind: 'protobuf' | 'sparkplug',
   publishers: number,
   opts: { procs: number; inflight: number; warmupMs: number; durationMs: number },
+  /** Another bundle than this tree's; a directory for a CPU profile of the gateway. */
+  run: { bundle?: string; profDir?: string } = {},
 ): Promise<void> {
   const durationS = opts.durationMs / 1000;
   const keys = kind === 'sparkplug' ? SPARKPLUG_METRICS : KEYS_PER_MESSAGE;
@@ -782,7 +795,11 @@ async function comparePayloads(
       `${publishers} publishers × ${opts.inflight} in flight, ${opts.warmupMs / 1000} s warm-up + ${durationS} s measured each`,
   );
   console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
-  const gw = await startGatewayProcess(['--telemetry-max-points', String(1e9)]);
+  const gw = await startGatewayProcess(
+    ['--telemetry-max-points', String(1e9)],
+    run.profDir ? await profilerEnv(run.profDir) : {},
+    run.bundle,
+  );
   try {
     const admin = await adminToken(gw.baseUrl);
     const res = await fetch(`${gw.baseUrl}/api/deviceProfile`, {
@@ -803,6 +820,12 @@ async function comparePayloads(
       payload: kind,
     });
     report(other, durationS);
+    if (run.profDir) {
+      // Both runs (and the idle time after) are in the profile.
+      process.kill(gw.pid, 'SIGUSR2');
+      await sleep(2000);
+      console.log(`  cpu profile: ${join(run.profDir, 'gateway.cpuprofile')}`);
+    }
     const ratio = other.rate / json.rate;
     // On a loaded machine the server's CPU per message compares better than the rates do.
     const perMsg = (r: RunResult) => r.serverCpuSec / (r.rate * durationS);

@@ -220,16 +220,18 @@ export class DeviceMessageService {
 
   /**
    * Telemetry of one device (device-api.md §1): committed, then one `POST_TELEMETRY_REQUEST` per
-   * timestamp (metadata `ts`, `deviceName`, `deviceType`), in ascending order. Resolves with the
-   * number of points once they are committed.
+   * timestamp (metadata `ts`, `deviceName`, `deviceType`, plus `metadata`: an MQTT profile's
+   * `mqttTopic`), in ascending order. Resolves with the number of points once they are committed.
    */
   async postTelemetry(
     device: DeviceIdentity,
     payload: unknown,
     receivedTs?: number,
+    metadata?: Readonly<Record<string, string>>,
   ): Promise<number> {
     const points = await this.#deps.telemetry.ingestPoints(device, payload, receivedTs);
-    if (points.length > 0) this.#pipeline.submit(() => this.#telemetryMsgs(device.id, points));
+    if (points.length > 0)
+      this.#pipeline.submit(() => this.#telemetryMsgs(device.id, points, metadata));
     return points.length;
   }
 
@@ -237,8 +239,12 @@ export class DeviceMessageService {
    * Client attributes of a device (device-api.md §2.1): a JSON object typed as §1.2 (numeric
    * strings cast). Committed, then one `POST_ATTRIBUTES_REQUEST`.
    */
-  postAttributes(device: DeviceIdentity, payload: Buffer | string): void {
-    this.saveClientAttributes(device, this.parseClientAttributes(payload));
+  postAttributes(
+    device: DeviceIdentity,
+    payload: Buffer | string,
+    metadata?: Readonly<Record<string, string>>,
+  ): void {
+    this.saveClientAttributes(device, this.parseClientAttributes(payload), undefined, metadata);
   }
 
   /** A client-attribute payload: one JSON object, typed as §1.2 (numeric strings cast). */
@@ -256,11 +262,12 @@ export class DeviceMessageService {
     device: DeviceIdentity,
     values: ReadonlyMap<string, KvValue>,
     ts?: number,
+    metadata?: Readonly<Record<string, string>>,
   ): void {
     const saved = this.#deps.attributes.saveTyped(device.id, 'CLIENT_SCOPE', values, DEVICE, ts);
     if (saved.length === 0) return;
     this.#deferDevice(device.id, 'POST_ATTRIBUTES_REQUEST', () => ({
-      metadata: { notifyDevice: 'false' },
+      metadata: { ...metadata, notifyDevice: 'false' },
       data: attributeData(saved),
     }));
   }
@@ -465,11 +472,21 @@ export class DeviceMessageService {
   }
 
   /** One message per timestamp, ascending (ThingsBoard: one per `ts` of the payload). */
-  #telemetryMsgs(deviceId: string, points: readonly TsEntry[]): GatewayMsg[] {
+  #telemetryMsgs(
+    deviceId: string,
+    points: readonly TsEntry[],
+    metadata?: Readonly<Record<string, string>>,
+  ): GatewayMsg[] {
     const info = this.#infoOf(deviceId);
     if (!info) return [];
     return byTs(points, entryValue).map(([ts, data]) =>
-      this.#deviceMsg(deviceId, info, 'POST_TELEMETRY_REQUEST', { ts: String(ts) }, data),
+      this.#deviceMsg(
+        deviceId,
+        info,
+        'POST_TELEMETRY_REQUEST',
+        { ...metadata, ts: String(ts) },
+        data,
+      ),
     );
   }
 

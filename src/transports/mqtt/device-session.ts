@@ -14,6 +14,7 @@ import { GatewaySession } from './gateway-session.js';
 import { SparkplugSession } from './sparkplug-session.js';
 import {
   GATEWAY_TOPIC,
+  type MessageLabel,
   maySubscribe,
   OTA_TOPIC,
   otaRequest,
@@ -28,8 +29,18 @@ import {
 /** Sends one PUBLISH to this session's client (QoS 0 or 1, never retained). */
 export type Send = (topic: string, payload: string | Buffer, qos: 0 | 1) => Promise<void>;
 
-/** What a publish did, for the adapter: `unknown-topic` is acknowledged and dropped (reference §11). */
-export type PublishResult = 'handled' | 'unknown-topic';
+/**
+ * What a publish did, for the adapter: `unknown-topic` is acknowledged and dropped (reference
+ * §11); `handled` is labelled for metrics by its fixed topic, a label names what a custom, v2 or
+ * Sparkplug topic carried.
+ */
+export type PublishResult = 'handled' | 'unknown-topic' | MessageLabel;
+
+/** A CONNECT's will message (Sparkplug nodes must leave their NDEATH there). */
+export interface Will {
+  readonly topic: string;
+  readonly payload: Buffer;
+}
 
 const { maxPayloadBytes, maxInflightMessages } = DEVICE_LIMITS;
 
@@ -61,6 +72,8 @@ export class DeviceSession {
   readonly codec: PayloadCodec;
   /** A Sparkplug B edge node's side (profile `sparkplug: true`); absent otherwise. */
   readonly #sparkplug: SparkplugSession | undefined;
+  /** Rule-engine messages carry `mqttTopic` metadata (MQTT profiles). */
+  readonly #withTopic: boolean;
 
   constructor(
     readonly device: DeviceIdentity,
@@ -68,12 +81,20 @@ export class DeviceSession {
     devices: DeviceService,
     private readonly send: Send,
     private readonly log: Logger,
+    will?: Will,
   ) {
     if (device.isGateway) this.#gateway = new GatewaySession(device, core, devices, send, log);
     this.settings = core.profileTransports.settings(device.profileId);
     this.codec = new PayloadCodec(this.settings.payload);
+    // transport-profiles.md §2.1: devices of an MQTT profile tell the rules their topic.
+    this.#withTopic = this.settings.type === 'MQTT';
     if (this.settings.sparkplug)
-      this.#sparkplug = new SparkplugSession(device, core, devices, this.settings, send, log);
+      this.#sparkplug = new SparkplugSession(device, core, devices, this.settings, send, log, will);
+  }
+
+  /** The CONNECT was accepted. */
+  ready(): void {
+    this.#sparkplug?.connected();
   }
 
   /**
@@ -99,12 +120,13 @@ export class DeviceSession {
     // (the v1 topics by default), then the fixed topics.
     const { settings } = this;
     if (settings.attributesTopic.matches(topic)) {
-      core.messages.postAttributes(device, codec.attributes(payload, 'profile'));
-      return 'handled';
+      core.messages.postAttributes(device, codec.attributes(payload, 'profile'), this.#meta(topic));
+      return 'attributes';
     }
     if (settings.telemetryTopic.matches(topic)) {
-      await core.messages.postTelemetry(device, codec.telemetry(payload, 'profile'));
-      return 'handled';
+      const data = codec.telemetry(payload, 'profile');
+      await core.messages.postTelemetry(device, data, undefined, this.#meta(topic));
+      return 'telemetry';
     }
     if (topic.startsWith(TOPIC.attributesRequestPrefix)) {
       const id = integerSuffix(topic, TOPIC.attributesRequestPrefix);
@@ -123,10 +145,7 @@ export class DeviceSession {
       return 'handled';
     }
     const v2 = v2Publish(topic);
-    if (v2) {
-      await this.#v2(v2.kind, v2.format, v2.id, payload);
-      return 'handled';
-    }
+    if (v2) return await this.#v2(topic, v2.kind, v2.format, v2.id, payload);
     const ota = otaRequest(topic);
     if (ota) {
       await this.#otaChunk(ota.type, ota.requestId, ota.chunk, payload);
@@ -140,27 +159,43 @@ export class DeviceSession {
   }
 
   /** ThingsBoard's short topics (reference §11): `/j` forces JSON, `/p` Protobuf. */
-  async #v2(kind: V2Kind, format: V2Format, rawId: string | undefined, payload: Buffer) {
+  async #v2(
+    topic: string,
+    kind: V2Kind,
+    format: V2Format,
+    rawId: string | undefined,
+    payload: Buffer,
+  ): Promise<MessageLabel> {
     const { core, device, codec } = this;
     const wire: Wire = format ?? 'profile';
     const id = rawId === undefined ? 0 : nonNegativeInt(rawId, 'request id');
     switch (kind) {
       case 'telemetry':
-        await core.messages.postTelemetry(device, codec.telemetry(payload, wire));
-        return;
+        await core.messages.postTelemetry(
+          device,
+          codec.telemetry(payload, wire),
+          undefined,
+          this.#meta(topic),
+        );
+        return 'telemetry';
       case 'attributes':
-        core.messages.postAttributes(device, codec.attributes(payload, wire));
-        return;
+        core.messages.postAttributes(device, codec.attributes(payload, wire), this.#meta(topic));
+        return 'attributes';
       case 'attributeRequest':
         this.#attributeRequest(payload, wire, id, V2_TOPIC.attributeResponse(format, id));
-        return;
+        return 'attributes_request';
       case 'rpcReply':
         core.rpc.reply(device.id, id, codec.rpcReply(payload, wire));
-        return;
+        return 'rpc_response';
       case 'clientRpc':
         this.#clientRpc(id, payload, wire, V2_TOPIC.rpcResponse(format, id));
-        return;
+        return 'rpc_request';
     }
+  }
+
+  /** `mqttTopic` metadata of telemetry and attribute messages (MQTT profiles, §2.1). */
+  #meta(topic: string): Record<string, string> | undefined {
+    return this.#withTopic ? { mqttTopic: topic } : undefined;
   }
 
   #attributeRequest(payload: Buffer, wire: Wire, id: number, responseTopic: string): void {

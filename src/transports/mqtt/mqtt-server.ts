@@ -11,7 +11,7 @@ import type { TransportChange } from '../../devices/profile-transports.js';
 import { fromStorageError, GatewayError, ValidationError } from '../../errors.js';
 import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
-import { DeviceSession, ProvisionSession, type Send } from './device-session.js';
+import { DeviceSession, ProvisionSession, type Send, type Will } from './device-session.js';
 import {
   markIllFormedStrings,
   publishViolation,
@@ -152,12 +152,20 @@ export class MqttServer {
             ? `${result.device.id}/${client.id}`
             : `provision/${randomUUID()}`;
         const send = sender(client);
-        this.#sessions.set(
-          client,
-          result.kind === 'device'
-            ? new DeviceSession(result.device, this.deps.core, devices, send, log)
-            : new ProvisionSession(this.deps.core.messages, send),
-        );
+        let session: Session;
+        try {
+          session =
+            result.kind === 'device'
+              ? new DeviceSession(result.device, this.deps.core, devices, send, log, willOf(client))
+              : new ProvisionSession(this.deps.core.messages, send);
+        } catch (err) {
+          // A Sparkplug node without its NDEATH will (transport-profiles.md §4.1).
+          if (!(err instanceof ValidationError)) throw err;
+          log.info({ clientId: client.id, reason: err.message }, 'mqtt connect refused');
+          done(refusal(err.message, SERVER_UNAVAILABLE), false);
+          return;
+        }
+        this.#sessions.set(client, session);
         done(null, true);
       },
       authorizePublish: (client, packet, callback) => {
@@ -284,7 +292,8 @@ export class MqttServer {
     const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
     try {
       const result = await session.publish(packet.topic, payload);
-      if (result !== 'unknown-topic') this.deps.meter?.('mqtt', messageType(packet.topic));
+      if (result !== 'unknown-topic')
+        this.deps.meter?.('mqtt', result === 'handled' ? messageType(packet.topic) : result);
       if (result === 'unknown-topic') {
         this.deps.log.debug({ clientId: client.id, topic: packet.topic }, 'mqtt unknown topic');
         // A provisioning session may use its one topic only (reference §6.4).
@@ -343,6 +352,7 @@ export class MqttServer {
     const session = this.#sessions.get(client);
     if (!(session instanceof DeviceSession)) return;
     this.deps.core.messages.connected(session.device);
+    session.ready();
     const deviceId = session.device.id;
     const previous = this.#byDevice.get(deviceId);
     this.#byDevice.set(deviceId, client);
@@ -424,6 +434,14 @@ export class MqttServer {
     if (broker) await new Promise<void>((resolve) => broker.close(() => resolve()));
     await Promise.all(closed);
   }
+}
+
+/** The will of the CONNECT being authenticated (Aedes keeps it until the CONNACK). */
+function willOf(client: Client): Will | undefined {
+  const will = (client as { _will?: { topic?: string; payload?: Buffer | string } })._will;
+  if (!will?.topic) return undefined;
+  const payload = will.payload ?? Buffer.alloc(0);
+  return { topic: will.topic, payload: Buffer.isBuffer(payload) ? payload : Buffer.from(payload) };
 }
 
 /** PUBLISH to one client, never retained; resolves once written. */

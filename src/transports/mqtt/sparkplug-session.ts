@@ -11,32 +11,50 @@
 
 import type { Logger } from 'pino';
 import { get as sparkplugCodec } from 'sparkplug-payload';
+import { writeKvValue } from '../../attributes/kv-value.js';
+import type { KvType } from '../../attributes/types.js';
 import type { Subscription } from '../../common/subscriptions.js';
+import {
+  checkValueLength,
+  type TypedValue,
+  typeBinaryDouble,
+  typeNumber,
+  typeText,
+  type ValueKind,
+} from '../../common/value-typing.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
 import type { TransportSettings } from '../../devices/transport-config.js';
 import { ValidationError } from '../../errors.js';
+import { DecodedTelemetry, type PointCollector } from '../../telemetry/telemetry-parser.js';
 import type { DeviceCore } from '../device-core.js';
 import type { PublishResult, Send } from './device-session.js';
+import {
+  readSparkplugPayload,
+  type SparkplugMetric,
+  type SparkplugPayload,
+} from './sparkplug-reader.js';
 
 const NAMESPACE = 'spBv1.0';
 const CERT_PREFIX = '$sparkplug/certificates/';
 const REBIRTH = 'Node Control/Rebirth';
 /** Sparkplug devices one node may bring (each holds two subscriptions). */
 const MAX_CHILDREN = 1000;
+/** Metric names whose attribute-or-telemetry answer is remembered per node. */
+const MAX_NAME_CACHE = 10_000;
+/** ThingsBoard's telemetry of the node's and devices' state (transport-profiles.md §4.2). */
+const CONNECTION_STATE = 'sparkplugConnectionState';
+/** The device id that addresses every known device of the node (§4.2). */
+const EVERY_DEVICE = '+';
+/** Verbs a verb-keyed shared attribute may pick (§4.6), node and device. */
+const NODE_VERBS = new Set(['NCMD', 'NDATA', 'NRECORD']);
+const DEVICE_VERBS = new Set(['DCMD', 'DDATA', 'DRECORD']);
 
 type Codec = NonNullable<ReturnType<typeof sparkplugCodec>>;
 type UMetric = NonNullable<Parameters<Codec['encodePayload']>[0]['metrics']>[number];
-type Payload = ReturnType<Codec['decodePayload']>;
-interface Metric {
-  name?: string;
-  alias?: unknown;
-  timestamp?: unknown;
-  type: string;
-  value: unknown;
-}
 
 interface BirthMetric {
   readonly alias: number | undefined;
+  /** Tahu's type name, for the metric writes of NCMD/DCMD. */
   readonly type: string;
 }
 
@@ -46,47 +64,99 @@ interface Child {
   readonly subs: Subscription[];
 }
 
-/** A Long (protobufjs 6), a number or undefined, as a number. */
-function num(v: unknown): number | undefined {
-  if (v === undefined || v === null) return undefined;
-  if (typeof v === 'number') return v;
-  const long = v as { toNumber?: () => number };
-  return typeof long.toNumber === 'function' ? long.toNumber() : Number(v);
+/** Sparkplug B DataType numbers (§4.5) → Tahu's type names, for the birth metrics. */
+const TYPE_NAMES = [
+  'Unknown',
+  'Int8',
+  'Int16',
+  'Int32',
+  'Int64',
+  'UInt8',
+  'UInt16',
+  'UInt32',
+  'UInt64',
+  'Float',
+  'Double',
+  'Boolean',
+  'String',
+  'DateTime',
+  'Text',
+  'UUID',
+  'DataSet',
+  'Bytes',
+  'File',
+  'Template',
+  'PropertySet',
+  'PropertySetList',
+];
+
+/** A varint, a number or undefined, as a number (aliases, sequence numbers, timestamps). */
+function num(v: number | bigint | undefined): number | undefined {
+  return typeof v === 'bigint' ? Number(v) : v;
 }
 
-/** A metric value as a JSON literal of ThingsBoard's type (§4.5); undefined = not stored. */
-function valueJson(m: Metric): string | undefined {
+/** An integer metric as a LONG (a value beyond int64 stays its digits, as a JSON literal would). */
+function long(v: number | bigint, key: string): TypedValue {
+  return typeof v === 'number' ? { kind: 'long', value: v } : typeNumber(v.toString(), key);
+}
+
+/**
+ * A metric's value typed as ThingsBoard stores it (§4.5); undefined = not stored (null, no
+ * value, or a type without a scalar: DataSet, Template, PropertySet, arrays).
+ */
+function metricValue(m: SparkplugMetric, key: string, maxLength: number): TypedValue | undefined {
   const v = m.value;
-  if (v === null || v === undefined) return undefined;
-  switch (m.type.toLowerCase()) {
-    case 'int8':
-    case 'int16':
-    case 'int32':
-    case 'int64':
-    case 'uint8':
-    case 'uint16':
-    case 'uint32':
-    case 'uint64':
-    case 'datetime':
-      return String(num(v) ?? 0);
-    case 'float':
-    case 'double': {
+  if (m.isNull || v === undefined) return undefined;
+  switch (m.datatype) {
+    case 1: // Int8
+    case 2: // Int16
+    case 3: // Int32: the uint32 field holds the two's complement
+      if (typeof v === 'number') return { kind: 'long', value: v | 0 };
+      if (typeof v === 'bigint') return long(BigInt.asIntN(64, v), key);
+      return undefined;
+    case 4: // Int64
+      if (typeof v === 'bigint') return long(BigInt.asIntN(64, v), key);
+      return typeof v === 'number' ? { kind: 'long', value: v } : undefined;
+    case 5: // UInt8
+    case 6: // UInt16
+    case 7: // UInt32: int_value or long_value
+    case 8: // UInt64
+    case 13: // DateTime
+      return typeof v === 'number' || typeof v === 'bigint' ? long(v, key) : undefined;
+    case 9: // Float
+    case 10: // Double
       // @NOTE: ThingsBoard truncates Double to LONG (transport-profiles.md §4.5); we keep DOUBLE.
-      const n = num(v) ?? 0;
-      if (!Number.isFinite(n)) return undefined;
-      return Number.isInteger(n) && Math.abs(n) < 1e21 ? `${n}.0` : String(n);
+      return typeof v === 'number' ? typeBinaryDouble(v, key, maxLength) : undefined;
+    case 11: // Boolean
+      return typeof v === 'boolean' ? { kind: 'bool', value: v } : undefined;
+    case 12: // String
+    case 14: // Text
+    case 15: // UUID
+      return typeof v === 'string' ? typeText(v, key, maxLength) : undefined;
+    case 17: {
+      // Bytes: a JSON array of signed bytes.
+      if (!(v instanceof Uint8Array)) return undefined;
+      const text = `[${Array.from(v, (b) => (b << 24) >> 24).join(',')}]`;
+      checkValueLength(key, text.length, maxLength);
+      return { kind: 'json', value: text };
     }
-    case 'boolean':
-      return v ? 'true' : 'false';
-    case 'string':
-    case 'text':
-    case 'uuid':
-      return JSON.stringify(String(v));
-    case 'bytes':
-      return JSON.stringify([...Buffer.from(v as Uint8Array)].map((b) => (b << 24) >> 24));
     default:
       return undefined;
   }
+}
+
+const KV_TYPES: Record<ValueKind, KvType> = {
+  bool: 'BOOLEAN',
+  long: 'LONG',
+  double: 'DOUBLE',
+  string: 'STRING',
+  json: 'JSON',
+};
+
+/** A typed value as a JSON literal of its type (`40.0` stays a DOUBLE). */
+function literal(t: TypedValue): string {
+  if (t.kind === 'json') return t.value as string;
+  return writeKvValue({ type: KV_TYPES[t.kind], value: t.value });
 }
 
 /**
@@ -97,6 +167,8 @@ export class SparkplugSession {
   readonly #codec: Codec;
   #group: string | undefined;
   #edge: string | undefined;
+  /** The will's bdSeq (checked at CONNECT), which the NBIRTH must repeat. */
+  readonly #willBdSeq: number | undefined;
   #bdSeq: number | undefined;
   /** The `seq` the next message must carry; undefined until an NBIRTH. */
   #nextSeq: number | undefined;
@@ -105,10 +177,17 @@ export class SparkplugSession {
   readonly #aliases = new Map<number, string>();
   readonly #children = new Map<string, Child>();
   readonly #subs: Subscription[] = [];
+  /** Whether a metric name is an attribute (`sparkplugAttributesMetricNames`), by name. */
+  readonly #isAttributeCache = new Map<string, boolean>();
   #childType: string | undefined;
   #closed = false;
+  #online = false;
   #rebirths = 0;
 
+  /**
+   * `will` is the CONNECT's will message: a Sparkplug node must leave its NDEATH there (§4.1),
+   * else the connection is refused (ValidationError).
+   */
   constructor(
     private readonly node: DeviceIdentity,
     private readonly core: DeviceCore,
@@ -116,12 +195,31 @@ export class SparkplugSession {
     private readonly settings: TransportSettings,
     private readonly send: Send,
     private readonly log: Logger,
+    will?: { readonly topic: string; readonly payload: Buffer },
   ) {
     const codec = sparkplugCodec(NAMESPACE);
     if (!codec) throw new Error('sparkplug-payload has no spBv1.0 codec');
     this.#codec = codec;
+    const death = parseTopic(will?.topic ?? '');
+    if (!will || !death || death.type !== 'NDEATH' || death.deviceId !== undefined)
+      throw new ValidationError(
+        'sparkplug: the CONNECT needs a will on spBv1.0/{group}/NDEATH/{edge node}',
+      );
+    const bdSeq = readBdSeq(decode(will.payload).metrics);
+    if (bdSeq === undefined)
+      throw new ValidationError('sparkplug: the will (NDEATH) has no bdSeq metric');
+    this.#willBdSeq = bdSeq;
+    this.#group = death.group;
+    this.#edge = death.edge;
     // §4.1: the node is subscribed to its shared attributes and RPC from the start.
     this.#subs.push(...this.#downlinks(node, undefined));
+  }
+
+  /** The connection was accepted: the will's bdSeq is stored (`NDEATH bdSeq`, §4.1). */
+  connected(): void {
+    const bdSeq = this.#willBdSeq;
+    if (bdSeq === undefined) return;
+    this.#telemetry(this.node, Date.now(), { 'NDEATH bdSeq': { kind: 'long', value: bdSeq } });
   }
 
   /** Every filter of this node's own namespace may be subscribed to (NCMD/DCMD, STATE). */
@@ -136,58 +234,81 @@ export class SparkplugSession {
 
   async publish(rawTopic: string, payload: Buffer): Promise<PublishResult> {
     const topic = rawTopic.startsWith(CERT_PREFIX) ? rawTopic.slice(CERT_PREFIX.length) : rawTopic;
-    const parts = topic.split('/');
-    if (parts[0] !== NAMESPACE || parts.length < 4 || parts.length > 5) return 'unknown-topic';
-    const [, group, type, edge, deviceId] = parts;
-    if (this.#group === undefined || type === 'NBIRTH') {
+    const parsed = parseTopic(topic);
+    if (!parsed) return 'unknown-topic';
+    const { group, type, edge, deviceId } = parsed;
+    // transport-profiles.md §2.1: rule-engine messages carry the publish topic.
+    const meta = { mqttTopic: rawTopic };
+    if (type === 'NBIRTH') {
       this.#group = group;
       this.#edge = edge;
     } else if (group !== this.#group || edge !== this.#edge) {
       throw new ValidationError(`sparkplug: topic ${topic} is not this edge node's`);
     }
-    let decoded: Payload;
-    try {
-      decoded = this.#codec.decodePayload(payload);
-    } catch (err) {
-      throw new ValidationError('sparkplug: payload is not a Sparkplug B payload', { cause: err });
-    }
-    const metrics = (decoded.metrics ?? []) as Metric[];
     switch (type) {
-      case 'NBIRTH':
-        this.#nbirth(decoded, metrics);
-        await this.#store(this.node, metrics, decoded);
-        return 'handled';
+      case 'NBIRTH': {
+        const decoded = decode(payload);
+        this.#nbirth(decoded);
+        const ts = num(decoded.timestamp) ?? Date.now();
+        this.#online = true;
+        await this.#store(
+          this.node,
+          decoded,
+          payload,
+          'NBIRTH',
+          meta,
+          { [CONNECTION_STATE]: ONLINE },
+          ts,
+        );
+        return 'sparkplug_birth';
+      }
       case 'NDATA':
-      case 'NCMD':
+      case 'NCMD': {
+        const decoded = decode(payload);
         this.#checkSeq(decoded);
-        await this.#store(this.node, metrics, decoded);
-        return 'handled';
+        await this.#store(this.node, decoded, payload, type, meta);
+        return 'sparkplug_data';
+      }
       case 'NDEATH':
-        this.#ndeath(metrics);
-        return 'handled';
+        this.#ndeath(decode(payload));
+        return 'sparkplug_death';
       case 'DBIRTH':
       case 'DDATA':
       case 'DCMD':
       case 'DDEATH': {
         if (!deviceId) throw new ValidationError(`sparkplug: ${type} needs a device id`);
+        const decoded = decode(payload);
         this.#checkSeq(decoded);
-        if (type === 'DDEATH') {
-          const child = this.#children.get(deviceId);
-          if (child) this.#inactive(child.device);
-          return 'handled';
+        // §4.2: the device id `+` addresses every known device of the node.
+        const children =
+          deviceId === EVERY_DEVICE ? [...this.#children.values()] : [this.#dchild(type, deviceId)];
+        const ts = num(decoded.timestamp) ?? Date.now();
+        for (const child of children) {
+          if (!child) continue;
+          if (type === 'DDEATH') {
+            this.#offline(child.device, ts);
+            continue;
+          }
+          let extra: Record<string, TypedValue> | undefined;
+          if (type === 'DBIRTH') {
+            child.metrics.clear();
+            this.#birthMetrics(decoded.metrics, child.metrics);
+            this.core.messages.connected(child.device);
+            extra = { [CONNECTION_STATE]: ONLINE };
+            const seq = num(decoded.seq);
+            if (seq !== undefined) extra['DBIRTH seq'] = { kind: 'long', value: seq };
+          }
+          await this.#store(child.device, decoded, payload, type, meta, extra, ts);
         }
-        const child = this.#child(deviceId);
-        if (type === 'DBIRTH') {
-          child.metrics.clear();
-          this.#birthMetrics(metrics, child.metrics);
-          this.core.messages.connected(child.device);
-        }
-        await this.#store(child.device, metrics, decoded);
-        return 'handled';
+        return type === 'DBIRTH'
+          ? 'sparkplug_birth'
+          : type === 'DDEATH'
+            ? 'sparkplug_death'
+            : 'sparkplug_data';
       }
       case 'NRECORD':
       case 'DRECORD':
-        return 'handled';
+        return 'sparkplug_data';
       default:
         return 'unknown-topic';
     }
@@ -198,37 +319,51 @@ export class SparkplugSession {
     if (this.#closed) return;
     this.#closed = true;
     for (const sub of this.#subs) sub.unsubscribe();
+    const now = Date.now();
     for (const child of this.#children.values()) {
       for (const sub of child.subs) sub.unsubscribe();
-      this.#inactive(child.device);
+      this.#offline(child.device, now);
     }
     this.#children.clear();
-    this.core.activity.lost(this.node);
+    this.#nodeOffline(now);
   }
 
-  #nbirth(payload: Payload, metrics: Metric[]): void {
+  /** The device a D* message names: created on first sight, except by a DDEATH. */
+  #dchild(type: string, deviceId: string): Child | undefined {
+    return type === 'DDEATH' ? this.#children.get(deviceId) : this.#child(deviceId);
+  }
+
+  #nbirth(payload: SparkplugPayload): void {
+    const bdSeq = readBdSeq(payload.metrics);
+    // Sparkplug B: the NBIRTH repeats the bdSeq of the will registered at CONNECT.
+    if (bdSeq !== undefined && this.#willBdSeq !== undefined && bdSeq !== this.#willBdSeq) {
+      throw new ValidationError(
+        `sparkplug: NBIRTH bdSeq ${bdSeq} is not the will's bdSeq ${this.#willBdSeq}`,
+      );
+    }
     this.#nodeMetrics.clear();
     this.#aliases.clear();
     for (const child of this.#children.values()) child.metrics.clear();
-    this.#birthMetrics(metrics, this.#nodeMetrics);
-    const bdSeq = metrics.find((m) => m.name === 'bdSeq');
-    this.#bdSeq = num(bdSeq?.value);
+    this.#birthMetrics(payload.metrics, this.#nodeMetrics);
+    this.#bdSeq = bdSeq ?? this.#willBdSeq;
     // Sparkplug B §6.4.2: the birth carries seq 0 (any value restarts the count).
     this.#nextSeq = ((num(payload.seq) ?? 0) + 1) % 256;
   }
 
   /** A death certificate of an older session (its bdSeq is not this birth's) is ignored. */
-  #ndeath(metrics: Metric[]): void {
-    const bdSeq = num(metrics.find((m) => m.name === 'bdSeq')?.value);
-    if (this.#bdSeq !== undefined && bdSeq !== undefined && bdSeq !== this.#bdSeq) {
+  #ndeath(payload: SparkplugPayload): void {
+    const bdSeq = readBdSeq(payload.metrics);
+    const current = this.#bdSeq ?? this.#willBdSeq;
+    if (current !== undefined && bdSeq !== undefined && bdSeq !== current) {
       this.log.info({ deviceId: this.node.id, bdSeq }, 'sparkplug: stale NDEATH ignored');
       return;
     }
-    for (const child of this.#children.values()) this.#inactive(child.device);
-    this.core.activity.lost(this.node);
+    const ts = num(payload.timestamp) ?? Date.now();
+    for (const child of this.#children.values()) this.#offline(child.device, ts);
+    this.#nodeOffline(ts);
   }
 
-  #birthMetrics(metrics: Metric[], into: Map<string, BirthMetric>): void {
+  #birthMetrics(metrics: readonly SparkplugMetric[], into: Map<string, BirthMetric>): void {
     for (const m of metrics) {
       if (!m.name) throw new ValidationError('sparkplug: a birth metric needs a name');
       const alias = num(m.alias);
@@ -238,12 +373,12 @@ export class SparkplugSession {
           throw new ValidationError(`sparkplug: alias ${alias} is used by ${other} already`);
         this.#aliases.set(alias, m.name);
       }
-      into.set(m.name, { alias, type: m.type });
+      into.set(m.name, { alias, type: TYPE_NAMES[m.datatype] ?? 'Unknown' });
     }
   }
 
   /** Sparkplug B §6.4.1: seq counts 0..255 per node; a gap or no birth asks for a rebirth. */
-  #checkSeq(payload: Payload): void {
+  #checkSeq(payload: SparkplugPayload): void {
     const seq = num(payload.seq);
     if (this.#nextSeq === undefined) {
       this.#rebirth('data before NBIRTH');
@@ -269,48 +404,84 @@ export class SparkplugSession {
     );
   }
 
-  /** Metrics → telemetry (per metric timestamp) and client attributes, via the one way in. */
-  async #store(device: DeviceIdentity, metrics: Metric[], payload: Payload): Promise<void> {
-    const fallbackTs = num(payload.timestamp) ?? Date.now();
-    const byTs = new Map<number, string[]>();
+  /**
+   * Metrics → telemetry (per metric timestamp, typed straight into points) and client
+   * attributes, through the one way in. `extra` points (connection state, birth seq) join the
+   * telemetry at `extraTs`, in the same commit.
+   */
+  async #store(
+    device: DeviceIdentity,
+    decoded: SparkplugPayload,
+    payload: Buffer,
+    type: string,
+    meta: Readonly<Record<string, string>>,
+    extra?: Record<string, TypedValue>,
+    extraTs?: number,
+  ): Promise<void> {
+    const fallbackTs = num(decoded.timestamp) ?? Date.now();
     const attributes: string[] = [];
     let unknownAlias = false;
-    for (const m of metrics) {
+    const telemetry: SparkplugMetric[] = [];
+    for (const m of decoded.metrics) {
       let name = m.name;
       if (!name) {
         const alias = num(m.alias);
         name = alias === undefined ? undefined : this.#aliases.get(alias);
+        if (!name) {
+          unknownAlias = true;
+          continue;
+        }
+        m.name = name;
       }
-      if (!name) {
-        unknownAlias = true;
+      if (!this.#isAttribute(name)) {
+        telemetry.push(m);
         continue;
       }
-      const value = valueJson(m);
-      if (value === undefined) continue;
-      const entry = `${JSON.stringify(name)}:${value}`;
-      if (this.#isAttribute(name)) {
-        attributes.push(entry);
-        continue;
-      }
-      const ts = num(m.timestamp) ?? fallbackTs;
-      const list = byTs.get(ts) ?? [];
-      list.push(entry);
-      byTs.set(ts, list);
+      const value = metricValue(m, name, Number.POSITIVE_INFINITY);
+      if (value) attributes.push(`${JSON.stringify(name)}:${literal(value)}`);
     }
     if (unknownAlias) this.#rebirth('metric with an unknown alias');
     if (attributes.length > 0)
-      this.core.messages.postAttributes(device, `{${attributes.join(',')}}`);
-    if (byTs.size === 0) return;
-    const items = [...byTs].map(([ts, values]) => `{"ts":${ts},"values":{${values.join(',')}}}`);
-    await this.core.messages.postTelemetry(device, `[${items.join(',')}]`);
+      this.core.messages.postAttributes(device, `{${attributes.join(',')}}`, meta);
+    if (telemetry.length === 0 && !extra) return;
+    const decodedTelemetry = new DecodedTelemetry(payload.length, (_now, out) => {
+      const max = out.limits.maxValueLength;
+      for (const m of telemetry) {
+        // `bdSeq` is stored as `<TYPE> bdSeq` (§4.4), so births and deaths stay apart.
+        const key = m.name === 'bdSeq' ? `${type} bdSeq` : (m.name as string);
+        out.checkKey(key);
+        const value = metricValue(m, key, max);
+        if (value) out.add(key, num(m.timestamp) ?? fallbackTs, value);
+      }
+      if (extra) addAll(out, extra, extraTs ?? fallbackTs);
+    });
+    await this.core.messages.postTelemetry(device, decodedTelemetry, undefined, meta);
+  }
+
+  /** Points of the gateway's own making (connection state), committed without waiting. */
+  #telemetry(device: DeviceIdentity, ts: number, values: Record<string, TypedValue>): void {
+    const decoded = new DecodedTelemetry(0, (_now, out) => addAll(out, values, ts));
+    this.core.messages
+      .postTelemetry(device, decoded)
+      .catch((err: unknown) =>
+        this.log.warn({ err, deviceId: device.id }, 'sparkplug state not stored'),
+      );
   }
 
   #isAttribute(name: string): boolean {
-    for (const pattern of this.settings.sparkplugAttributesMetricNames) {
-      if (pattern.endsWith('*') ? name.startsWith(pattern.slice(0, -1)) : name === pattern)
-        return true;
+    const patterns = this.settings.sparkplugAttributesMetricNames;
+    if (patterns.length === 0) return false;
+    const known = this.#isAttributeCache.get(name);
+    if (known !== undefined) return known;
+    let found = false;
+    for (const pattern of patterns) {
+      if (pattern.endsWith('*') ? name.startsWith(pattern.slice(0, -1)) : name === pattern) {
+        found = true;
+        break;
+      }
     }
-    return false;
+    if (this.#isAttributeCache.size < MAX_NAME_CACHE) this.#isAttributeCache.set(name, found);
+    return found;
   }
 
   /** A Sparkplug device as a child device (the gateway API's path in the core, §4.3). */
@@ -333,19 +504,27 @@ export class SparkplugSession {
   #downlinks(device: DeviceIdentity, deviceId: string | undefined): Subscription[] {
     const { core } = this;
     const verb = deviceId === undefined ? 'NCMD' : 'DCMD';
+    const verbs = deviceId === undefined ? NODE_VERBS : DEVICE_VERBS;
     const birth = () =>
       deviceId === undefined ? this.#nodeMetrics : this.#children.get(deviceId)?.metrics;
     return [
       core.attributes.subscribe(device.id, (update) => {
         if (update.kind !== 'updated') return;
         const metrics = birth();
-        const writes = update.values.filter((kv) => metrics?.has(kv.key) || kv.key === REBIRTH);
-        if (writes.length === 0) return;
-        this.#command(
-          verb,
-          deviceId,
-          writes.map((kv) => ({ name: kv.key, value: kv.value })),
-        );
+        const byVerb = new Map<string, Array<{ name: string; value: unknown }>>();
+        const add = (v: string, name: string, value: unknown) => {
+          if (!metrics?.has(name) && name !== REBIRTH) return;
+          const list = byVerb.get(v) ?? [];
+          list.push({ name, value });
+          byVerb.set(v, list);
+        };
+        for (const kv of update.values) {
+          // §4.6: a JSON value under a verb's name (`{"DDATA":{"metric":5}}`) picks the verb.
+          if (verbs.has(kv.key) && kv.type === 'JSON' && isObject(kv.value)) {
+            for (const [name, value] of Object.entries(kv.value)) add(kv.key, name, value);
+          } else add(verb, kv.key, kv.value);
+        }
+        for (const [v, writes] of byVerb) this.#command(v, deviceId, writes);
       }),
       core.rpc.subscribe(device.id, (req) => {
         const params = (req.params ?? {}) as { metricName?: unknown; value?: unknown };
@@ -371,9 +550,9 @@ export class SparkplugSession {
     ];
   }
 
-  /** An NCMD/DCMD with metric writes typed as their birth metrics (§4.6). */
+  /** An NCMD/DCMD (or another verb, §4.6) with metric writes typed as their birth metrics. */
   #command(
-    verb: 'NCMD' | 'DCMD',
+    verb: string,
     deviceId: string | undefined,
     writes: Array<{ name: string; value: unknown }>,
   ): void {
@@ -398,10 +577,53 @@ export class SparkplugSession {
     );
   }
 
-  #inactive(device: DeviceIdentity): void {
+  /** A device went away: inactive, and `sparkplugConnectionState` OFFLINE (§4.2). */
+  #offline(device: DeviceIdentity, ts: number): void {
+    this.#telemetry(device, ts, { [CONNECTION_STATE]: OFFLINE });
     this.core.messages.disconnected(device);
     this.core.activity.lost(device);
   }
+
+  #nodeOffline(ts: number): void {
+    if (this.#online) this.#telemetry(this.node, ts, { [CONNECTION_STATE]: OFFLINE });
+    this.#online = false;
+    this.core.activity.lost(this.node);
+  }
+}
+
+const ONLINE: TypedValue = { kind: 'string', value: 'ONLINE' };
+const OFFLINE: TypedValue = { kind: 'string', value: 'OFFLINE' };
+
+function addAll(out: PointCollector, values: Record<string, TypedValue>, ts: number): void {
+  for (const [key, value] of Object.entries(values)) out.add(key, ts, value);
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** `spBv1.0/{group}/{type}/{edge node}[/{device id}]`, or undefined for any other topic. */
+function parseTopic(
+  topic: string,
+): { group: string; type: string; edge: string; deviceId: string | undefined } | undefined {
+  const parts = topic.split('/');
+  if (parts[0] !== NAMESPACE || parts.length < 4 || parts.length > 5) return undefined;
+  return { group: parts[1], type: parts[2], edge: parts[3], deviceId: parts[4] };
+}
+
+function decode(payload: Buffer): SparkplugPayload {
+  try {
+    return readSparkplugPayload(payload);
+  } catch (err) {
+    throw new ValidationError('sparkplug: payload is not a Sparkplug B payload', { cause: err });
+  }
+}
+
+function readBdSeq(metrics: readonly SparkplugMetric[]): number | undefined {
+  const m = metrics.find((x) => x.name === 'bdSeq');
+  return m && (typeof m.value === 'number' || typeof m.value === 'bigint')
+    ? num(m.value)
+    : undefined;
 }
 
 /** A ThingsBoard value for a metric of a birth type (§4.5 downlink column). */

@@ -151,7 +151,22 @@ const GATEWAY_TYPES = new Map<string, string>([
   [GATEWAY_TOPIC.claim, 'gateway_claim'],
 ]);
 
-/** The message type of a device PUBLISH, for metrics (a small fixed set of labels). */
+/**
+ * Labels of device messages for metrics (`edge_ingest_messages_total{type}`): a small fixed set.
+ * Custom-topic, v2 and Sparkplug publishes are labelled by the session that routed them.
+ */
+export type MessageLabel =
+  | 'telemetry'
+  | 'attributes'
+  | 'attributes_request'
+  | 'rpc_request'
+  | 'rpc_response'
+  | 'claim'
+  | 'sparkplug_birth'
+  | 'sparkplug_data'
+  | 'sparkplug_death';
+
+/** The message type of a device PUBLISH on a fixed topic, for metrics (a small fixed set of labels). */
 export function messageType(topic: string): string {
   if (topic === TOPIC.telemetry) return 'telemetry';
   if (topic === TOPIC.attributes) return 'attributes';
