@@ -151,6 +151,17 @@ describe('device-profile transport configuration', () => {
       // The default telemetry topic no longer matches: acknowledged and dropped (§2.1).
       await c.publishAsync('v1/devices/me/telemetry', '{"dropped":1}', { qos: 1 });
       assert.equal((await latest(t, d.id, 'dropped')) ?? null, null);
+      // Custom topics are counted by what they carry, not as `other`.
+      const metrics = await (await t.api('/metrics', { token: admin })).text();
+      assert.match(
+        metrics,
+        /edge_ingest_messages_total\{transport="mqtt",type="telemetry"\} [1-9]/,
+      );
+      assert.match(
+        metrics,
+        /edge_ingest_messages_total\{transport="mqtt",type="attributes"\} [1-9]/,
+      );
+      assert.doesNotMatch(metrics, /type="other"/);
     } finally {
       await c.endAsync();
     }

@@ -4,11 +4,46 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { MqttClient } from 'mqtt';
 import { newClient, type UPayload } from 'sparkplug-client';
+import { get as sparkplugCodec } from 'sparkplug-payload';
+import type { GatewayMsg } from '../src/messages/types.js';
 import { createProfiledDevice, latest } from './helpers/alarms.js';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
+import { mqttConnect, mqttRefusal, nextMessage } from './helpers/mqtt.js';
 
 type SparkplugClient = ReturnType<typeof newClient>;
+
+/** A device's id by its name; undefined while it does not exist. */
+async function deviceIdOf(
+  t: TestGateway,
+  admin: string,
+  name: string,
+): Promise<string | undefined> {
+  const res = await t.api(`/api/tenant/devices?deviceName=${encodeURIComponent(name)}`, {
+    token: admin,
+  });
+  return res.status === 200 ? ((await res.json()) as { id: { id: string } }).id.id : undefined;
+}
+
+/** A profile whose devices are Sparkplug B edge nodes; returns its id. */
+async function sparkplugProfile(
+  t: TestGateway,
+  admin: string,
+  name: string,
+  extra: Record<string, unknown> = {},
+): Promise<string> {
+  const res = await t.api('/api/deviceProfile', {
+    token: admin,
+    body: {
+      name,
+      transportType: 'MQTT',
+      profileData: { transportConfiguration: { type: 'MQTT', sparkplug: true, ...extra } },
+    },
+  });
+  assert.equal(res.status, 200, await res.clone().text());
+  return ((await res.json()) as { id: { id: string } }).id.id;
+}
 
 describe('Sparkplug B edge node', () => {
   let t: TestGateway;
@@ -21,22 +56,9 @@ describe('Sparkplug B edge node', () => {
   before(async () => {
     t = await startGateway();
     admin = await t.adminToken();
-    const res = await t.api('/api/deviceProfile', {
-      token: admin,
-      body: {
-        name: 'Sparkplug nodes',
-        transportType: 'MQTT',
-        profileData: {
-          transportConfiguration: {
-            type: 'MQTT',
-            sparkplug: true,
-            sparkplugAttributesMetricNames: ['Properties/*'],
-          },
-        },
-      },
+    const profileId = await sparkplugProfile(t, admin, 'Sparkplug nodes', {
+      sparkplugAttributesMetricNames: ['Properties/*'],
     });
-    assert.equal(res.status, 200, await res.clone().text());
-    const profileId = ((await res.json()) as { id: { id: string } }).id.id;
     node = await createProfiledDevice(t, 'edge-node-1', profileId);
     client = newClient({
       serverUrl: `mqtt://127.0.0.1:${t.gw.ports.mqtt}`,
@@ -56,12 +78,7 @@ describe('Sparkplug B edge node', () => {
     await t.close();
   });
 
-  const deviceId = async (name: string) => {
-    const res = await t.api(`/api/tenant/devices?deviceName=${encodeURIComponent(name)}`, {
-      token: admin,
-    });
-    return res.status === 200 ? ((await res.json()) as { id: { id: string } }).id.id : undefined;
-  };
+  const deviceId = (name: string) => deviceIdOf(t, admin, name);
   const attribute = async (id: string, scope: string, key: string) => {
     const res = await t.api(
       `/api/plugins/telemetry/DEVICE/${id}/values/attributes/${scope}?keys=${encodeURIComponent(key)}`,
@@ -178,5 +195,183 @@ describe('Sparkplug B edge node', () => {
         `${id} inactive`,
       );
     }
+  });
+});
+
+/**
+ * The rest of transport-profiles.md §4 with mqtt.js as the edge node (a will of QoS 1, as
+ * ThingsBoard asks) and Tahu's `sparkplug-payload` encoder: the will checked at CONNECT,
+ * connection-state telemetry, verb-keyed shared attributes, `mqttTopic`
+ * metadata and the ingest labels.
+ */
+describe('Sparkplug B details (mqtt.js edge node)', () => {
+  const codec = sparkplugCodec('spBv1.0');
+  if (!codec) throw new Error('no spBv1.0 codec');
+  const encode = (p: Parameters<typeof codec.encodePayload>[0]) =>
+    Buffer.from(codec.encodePayload(p));
+  const msgs: GatewayMsg[] = [];
+  let t: TestGateway;
+  let admin: string;
+  let node: { id: string; token: string };
+  let client: MqttClient;
+  const will = (bdSeq: number) => ({
+    topic: 'spBv1.0/G1/NDEATH/E1',
+    payload: encode({
+      timestamp: Date.now(),
+      metrics: [{ name: 'bdSeq', type: 'UInt64', value: bdSeq }],
+    }),
+    qos: 1 as const,
+    retain: false,
+  });
+
+  before(async () => {
+    t = await startGateway({ messageProcessor: { process: (m) => void msgs.push(m) } });
+    admin = await t.adminToken();
+    const profileId = await sparkplugProfile(t, admin, 'Sparkplug details');
+    node = await createProfiledDevice(t, 'edge-node-2', profileId);
+  });
+  after(async () => {
+    await client?.endAsync().catch(() => undefined);
+    await t.close();
+  });
+
+  const latestOf = async (id: string, key: string) => {
+    const res = await t.api(
+      `/api/plugins/telemetry/DEVICE/${id}/values/timeseries?keys=${encodeURIComponent(key)}&useStrictDataTypes=true`,
+      { token: admin },
+    );
+    return ((await res.json()) as Record<string, Array<{ value: unknown }>>)[key]?.[0]?.value;
+  };
+  const deviceId = (name: string) => deviceIdOf(t, admin, name);
+
+  it('refuses a CONNECT without an NDEATH will; stores the will bdSeq as NDEATH bdSeq', async () => {
+    const refused = await mqttRefusal(t.gw.ports.mqtt, {
+      username: node.token,
+      protocolVersion: 4,
+    });
+    assert.equal(refused, 3, 'server unavailable, as ThingsBoard answers');
+    const wrong = await mqttRefusal(t.gw.ports.mqtt, {
+      username: node.token,
+      protocolVersion: 4,
+      will: { ...will(1), topic: 'spBv1.0/G1/NDATA/E1' },
+    });
+    assert.equal(wrong, 3);
+    client = await mqttConnect(t.gw.ports.mqtt, {
+      username: node.token,
+      protocolVersion: 5,
+      clean: true,
+      properties: { sessionExpiryInterval: 0 },
+      will: will(3),
+    });
+    await waitFor(
+      async () => (await latestOf(node.id, 'NDEATH bdSeq')) === 3,
+      10_000,
+      'NDEATH bdSeq',
+    );
+  });
+
+  it('NBIRTH must repeat the will bdSeq; then the node is ONLINE with NBIRTH bdSeq', async () => {
+    const birth = (bdSeq: number) =>
+      encode({
+        timestamp: Date.now(),
+        seq: 0,
+        metrics: [
+          { name: 'bdSeq', type: 'UInt64', value: bdSeq },
+          { name: 'temp', type: 'Double', value: 20.5, alias: 1 },
+        ],
+      });
+    await assert.rejects(client.publishAsync('spBv1.0/G1/NBIRTH/E1', birth(4), { qos: 1 }));
+    await client.publishAsync('spBv1.0/G1/NBIRTH/E1', birth(3), { qos: 1 });
+    assert.equal(await latestOf(node.id, 'sparkplugConnectionState'), 'ONLINE');
+    assert.equal(await latestOf(node.id, 'NBIRTH bdSeq'), 3);
+    assert.equal(await latestOf(node.id, 'temp'), 20.5);
+    const tel = await waitFor(
+      () =>
+        msgs.find(
+          (m) =>
+            m.originator.id === node.id &&
+            m.type === 'POST_TELEMETRY_REQUEST' &&
+            (m.data as Record<string, unknown>).temp !== undefined,
+        ),
+      10_000,
+      'telemetry message',
+    );
+    assert.equal(tel.metadata.mqttTopic, 'spBv1.0/G1/NBIRTH/E1');
+  });
+
+  it('DBIRTH stores ONLINE and DBIRTH seq; DDEATH stores OFFLINE', async () => {
+    const now = Date.now();
+    for (const [i, name] of ['D1', 'D2'].entries()) {
+      await client.publishAsync(
+        `spBv1.0/G1/DBIRTH/E1/${name}`,
+        encode({
+          timestamp: now,
+          seq: i + 1,
+          metrics: [{ name: 'level', type: 'Int32', value: i, alias: 10 + i, timestamp: now }],
+        }),
+        { qos: 1 },
+      );
+    }
+    const d1 = (await deviceId('D1')) as string;
+    const d2 = (await deviceId('D2')) as string;
+    for (const [id, seq] of [
+      [d1, 1],
+      [d2, 2],
+    ] as const) {
+      assert.equal(await latestOf(id, 'sparkplugConnectionState'), 'ONLINE');
+      assert.equal(await latestOf(id, 'DBIRTH seq'), seq);
+    }
+    await client.publishAsync(
+      'spBv1.0/G1/DDATA/E1/D1',
+      encode({ timestamp: now + 1, seq: 3, metrics: [{ alias: 10, type: 'Int32', value: 42 }] }),
+      { qos: 1 },
+    );
+    assert.equal(await latestOf(d1, 'level'), 42);
+    await client.publishAsync(
+      'spBv1.0/G1/DDEATH/E1/D2',
+      encode({ timestamp: now + 2, seq: 4, metrics: [] }),
+      { qos: 1 },
+    );
+    await waitFor(
+      async () => (await latestOf(d2, 'sparkplugConnectionState')) === 'OFFLINE',
+      10_000,
+      'D2 OFFLINE',
+    );
+    assert.equal(await latestOf(d1, 'sparkplugConnectionState'), 'ONLINE');
+  });
+
+  it('a JSON shared attribute keyed by a verb picks the verb: {"DDATA":{"level":5}}', async () => {
+    await client.subscribeAsync('spBv1.0/G1/+/E1/#', { qos: 1 });
+    const d1 = (await deviceId('D1')) as string;
+    const next = nextMessage(client, 'spBv1.0/G1/DDATA/E1/D1', 10_000);
+    const res = await t.api(`/api/plugins/telemetry/DEVICE/${d1}/SHARED_SCOPE`, {
+      token: admin,
+      body: { DDATA: { level: 5 } },
+    });
+    assert.equal(res.status, 200);
+    const cmd = codec.decodePayload((await next).payload);
+    const metric = cmd.metrics?.[0];
+    assert.equal(Number(metric?.alias), 10, 'written by the DBIRTH alias');
+    assert.equal(metric?.value, 5);
+  });
+
+  it('labels Sparkplug messages in edge_ingest_messages_total; the node goes OFFLINE with its connection', async () => {
+    const res = await t.api('/metrics', { token: admin });
+    const text = await res.text();
+    assert.match(
+      text,
+      /edge_ingest_messages_total\{transport="mqtt",type="sparkplug_birth"\} [1-9]/,
+    );
+    assert.match(
+      text,
+      /edge_ingest_messages_total\{transport="mqtt",type="sparkplug_data"\} [1-9]/,
+    );
+    assert.doesNotMatch(text, /type="other"/);
+    await client.endAsync();
+    await waitFor(
+      async () => (await latestOf(node.id, 'sparkplugConnectionState')) === 'OFFLINE',
+      10_000,
+      'node OFFLINE',
+    );
   });
 });

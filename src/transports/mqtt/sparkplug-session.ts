@@ -43,8 +43,6 @@ const MAX_CHILDREN = 1000;
 const MAX_NAME_CACHE = 10_000;
 /** ThingsBoard's telemetry of the node's and devices' state (transport-profiles.md §4.2). */
 const CONNECTION_STATE = 'sparkplugConnectionState';
-/** The device id that addresses every known device of the node (§4.2). */
-const EVERY_DEVICE = '+';
 /** Verbs a verb-keyed shared attribute may pick (§4.6), node and device. */
 const NODE_VERBS = new Set(['NCMD', 'NDATA', 'NRECORD']);
 const DEVICE_VERBS = new Set(['DCMD', 'DDATA', 'DRECORD']);
@@ -279,32 +277,28 @@ export class SparkplugSession {
         if (!deviceId) throw new ValidationError(`sparkplug: ${type} needs a device id`);
         const decoded = decode(payload);
         this.#checkSeq(decoded);
-        // §4.2: the device id `+` addresses every known device of the node.
-        const children =
-          deviceId === EVERY_DEVICE ? [...this.#children.values()] : [this.#dchild(type, deviceId)];
+        // @NOTE: ThingsBoard applies a device id `+` to every known device (§4.2), but no
+        // PUBLISH can carry it: a wildcard in a topic name is a protocol violation
+        // [MQTT-3.3.2-2] that closes the connection before it gets here (strict.ts; Netty's
+        // decoder refuses it for ThingsBoard too).
         const ts = num(decoded.timestamp) ?? Date.now();
-        for (const child of children) {
-          if (!child) continue;
-          if (type === 'DDEATH') {
-            this.#offline(child.device, ts);
-            continue;
-          }
-          let extra: Record<string, TypedValue> | undefined;
-          if (type === 'DBIRTH') {
-            child.metrics.clear();
-            this.#birthMetrics(decoded.metrics, child.metrics);
-            this.core.messages.connected(child.device);
-            extra = { [CONNECTION_STATE]: ONLINE };
-            const seq = num(decoded.seq);
-            if (seq !== undefined) extra['DBIRTH seq'] = { kind: 'long', value: seq };
-          }
-          await this.#store(child.device, decoded, payload, type, meta, extra, ts);
+        if (type === 'DDEATH') {
+          const child = this.#children.get(deviceId);
+          if (child) this.#offline(child.device, ts);
+          return 'sparkplug_death';
         }
-        return type === 'DBIRTH'
-          ? 'sparkplug_birth'
-          : type === 'DDEATH'
-            ? 'sparkplug_death'
-            : 'sparkplug_data';
+        const child = this.#child(deviceId);
+        let extra: Record<string, TypedValue> | undefined;
+        if (type === 'DBIRTH') {
+          child.metrics.clear();
+          this.#birthMetrics(decoded.metrics, child.metrics);
+          this.core.messages.connected(child.device);
+          extra = { [CONNECTION_STATE]: ONLINE };
+          const seq = num(decoded.seq);
+          if (seq !== undefined) extra['DBIRTH seq'] = { kind: 'long', value: seq };
+        }
+        await this.#store(child.device, decoded, payload, type, meta, extra, ts);
+        return type === 'DBIRTH' ? 'sparkplug_birth' : 'sparkplug_data';
       }
       case 'NRECORD':
       case 'DRECORD':
@@ -326,11 +320,6 @@ export class SparkplugSession {
     }
     this.#children.clear();
     this.#nodeOffline(now);
-  }
-
-  /** The device a D* message names: created on first sight, except by a DDEATH. */
-  #dchild(type: string, deviceId: string): Child | undefined {
-    return type === 'DDEATH' ? this.#children.get(deviceId) : this.#child(deviceId);
   }
 
   #nbirth(payload: SparkplugPayload): void {
