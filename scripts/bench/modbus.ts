@@ -27,6 +27,7 @@ import modbusSerial from 'modbus-serial';
 import { pino } from 'pino';
 import { SerialPort } from 'serialport';
 import { modbusConfigSchema } from '../../src/connectors/modbus-config.js';
+import { ModbusSerialConnection } from '../../src/transports/modbus/connection.js';
 import { ModbusMaster } from '../../src/transports/modbus/modbus-master.js';
 import {
   adminToken,
@@ -286,8 +287,24 @@ async function serialBench(durationS: number): Promise<void> {
       },
     });
     const failures: string[] = [];
+    // Where each request's time goes: in flight (request written → answer decoded: the wire, the
+    // slave, and the pty and serialport hops on both sides) and idle (answer → next request: the
+    // poll loop and its t3.5 gap).
+    const spans: Array<readonly [number, number]> = [];
+    let measuring = false;
     const master = new ModbusMaster({
       config,
+      connect: (s) => {
+        const c = new ModbusSerialConnection(s);
+        const read = c.readRegisters.bind(c);
+        c.readRegisters = async (...args) => {
+          const start = performance.now();
+          const regs = await read(...args);
+          if (measuring) spans.push([start, performance.now()]);
+          return regs;
+        };
+        return c;
+      },
       log: pino({ level: 'warn' }),
       sink: {
         reading: () => {
@@ -301,12 +318,19 @@ async function serialBench(durationS: number): Promise<void> {
     master.start();
     await new Promise((r) => setTimeout(r, 2000));
     const r0 = readings;
+    measuring = true;
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     await new Promise((r) => setTimeout(r, durationS * 1000));
     const wall = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
     const rate = (readings - r0) / wall;
+    measuring = false;
+    const inFlight = spans.map(([a, b]) => b - a);
+    const idle = spans.slice(1).map(([a], i) => a - spans[i][1]);
+    const pct = (xs: number[], p: number) =>
+      xs.length ? [...xs].sort((x, y) => x - y)[Math.floor(p * (xs.length - 1))].toFixed(3) : '-';
+    const wireMs = charMs(REQ_BYTES) + GAP_MS + charMs(RESP_BYTES);
     await master.stop();
     slaveProc.proc.kill();
     console.log(
@@ -315,6 +339,10 @@ async function serialBench(durationS: number): Promise<void> {
           `2 × ${GAP_MS} ms gaps: ${cycleMs.toFixed(3)} ms per request)`,
         `  ${rate.toFixed(1)} requests/s of ${theoretical.toFixed(1)} theoretical: ` +
           `${((rate / theoretical) * 100).toFixed(1)} % (target ≥ 90 %)`,
+        `  in flight (request → answer; wire ${wireMs.toFixed(3)} ms): p10 ${pct(inFlight, 0.1)} ` +
+          `p50 ${pct(inFlight, 0.5)} p90 ${pct(inFlight, 0.9)} ms`,
+        `  idle (answer → next request; t3.5 ${GAP_MS} ms): p10 ${pct(idle, 0.1)} ` +
+          `p50 ${pct(idle, 0.5)} p90 ${pct(idle, 0.9)} ms`,
         `  master CPU ${(((cpu.user + cpu.system) / 1e6 / wall) * 100).toFixed(1)} % of one core, ` +
           `failures ${failures.length}${failures.length ? ` (first: ${failures[0]})` : ''}`,
         `  (load average ${loadAverage()})`,
