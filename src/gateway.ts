@@ -921,6 +921,7 @@ async function buildServices(
     durationMs: config.claim.durationMs,
     log: loggers.claims,
     now: clock.now,
+    inCommit: cloud.claimsHook,
   });
   const provisioning = new ProvisionService({ db, devices, profiles, log: loggers.provisioning });
   const ota = new OtaService({

@@ -168,6 +168,23 @@ describe('upstream sync to a cloud ThingsBoard (gateway API, a real broker as th
     );
   });
 
+  it('sends device claims as v1/gateway/claim with the fields the device gave', async () => {
+    await dev.publishAsync('v1/devices/me/claim', '{"secretKey":"abc","durationMs":60000}', {
+      qos: 1,
+    });
+    // Over HTTP, no body: the cloud's defaults apply.
+    const meter = await createDevice(t, 'Claimer 4');
+    const res = await fetch(`${t.baseUrl}/api/v1/${meter.token}/claim`, { method: 'POST' });
+    assert.equal(res.status, 200);
+    // One publish may carry both (a device once per publish).
+    const claims = () => Object.assign({}, ...cloud.on('v1/gateway/claim'));
+    await waitFor(() => Object.keys(claims()).length >= 2, 10_000, 'the claims');
+    assert.deepEqual(claims(), {
+      'Pump 1': { secretKey: 'abc', durationMs: 60000 },
+      'Claimer 4': {},
+    });
+  });
+
   it('requests the shared attributes of its devices on connect and applies what the cloud has', async () => {
     const admin = await t.adminToken();
     await t.api(`/api/plugins/telemetry/DEVICE/${pump.id}/attributes/SHARED_SCOPE`, {

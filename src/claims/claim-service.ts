@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { CommitHook } from '../common/commit-hook.js';
 import { NULL_UUID } from '../common/entity.js';
 import { validate } from '../common/validate.js';
 import type { Db } from '../db/open.js';
@@ -61,6 +62,18 @@ export interface ClaimServiceDeps {
    * for claim times and expiry; default Date.now.
    */
   readonly now?: () => number;
+  /**
+   * Runs in the transaction of every device claim request, whatever its local outcome (the
+   * upstream outbox: the cloud applies its own claiming rules).
+   */
+  readonly inCommit?: CommitHook<DeviceClaimItem>;
+}
+
+/** A device's claim request as the commit hook sees it. */
+export interface DeviceClaimItem {
+  readonly rid: number;
+  readonly deviceId: string;
+  readonly request: ClaimRequest;
 }
 
 /**
@@ -96,30 +109,43 @@ export class ClaimService {
     if (!identity) throw new NotFoundError(`Device with id [${deviceId}] is not found`);
     const device = this.deps.devices.get(deviceId);
     const log = this.deps.log;
-    if (device.customerId.id !== NULL_UUID) {
-      log.info({ deviceId }, 'claim request ignored: device already has a customer');
-      return 'ALREADY_OWNED';
-    }
+    const hook = this.deps.inCommit;
     const now = this.#now();
-    const outcome = this.deps.db.transaction((): DeviceClaimOutcome => {
-      const existing = this.#store.get(identity.rid);
-      // @NOTE: ThingsBoard's cache keeps an expired entry until its 24 h TTL; we let a new claim
-      // replace an expired one at once, which is what a device retrying after expiry expects.
-      if (existing && existing.expiration_time > now) return 'KEPT_EARLIER_CLAIM';
-      const duration =
-        request.durationMs !== undefined && request.durationMs > 0
-          ? request.durationMs
-          : this.deps.durationMs;
-      this.#store.put({
-        device_rid: identity.rid,
-        secret_key: request.secretKey ?? '',
-        expiration_time: now + duration,
-        created_time: now,
-      });
-      return 'REGISTERED';
-    })();
-    log.info({ deviceId, outcome }, 'device claim request');
+    let outcome: DeviceClaimOutcome;
+    try {
+      outcome = this.deps.db.transaction((): DeviceClaimOutcome => {
+        hook?.write([{ rid: identity.rid, deviceId, request }]);
+        if (device.customerId.id !== NULL_UUID) return 'ALREADY_OWNED';
+        return this.#register(identity.rid, request, now);
+      })();
+    } catch (err) {
+      hook?.settled(false);
+      throw err;
+    }
+    hook?.settled(true);
+    if (outcome === 'ALREADY_OWNED') {
+      log.info({ deviceId }, 'claim request ignored: device already has a customer');
+    } else log.info({ deviceId, outcome }, 'device claim request');
     return outcome;
+  }
+
+  /** Stores a pending claim unless an unexpired one exists (inside the caller's transaction). */
+  #register(rid: number, request: ClaimRequest, now: number): DeviceClaimOutcome {
+    const existing = this.#store.get(rid);
+    // @NOTE: ThingsBoard's cache keeps an expired entry until its 24 h TTL; we let a new claim
+    // replace an expired one at once, which is what a device retrying after expiry expects.
+    if (existing && existing.expiration_time > now) return 'KEPT_EARLIER_CLAIM';
+    const duration =
+      request.durationMs !== undefined && request.durationMs > 0
+        ? request.durationMs
+        : this.deps.durationMs;
+    this.#store.put({
+      device_rid: rid,
+      secret_key: request.secretKey ?? '',
+      expiration_time: now + duration,
+      created_time: now,
+    });
+    return 'REGISTERED';
   }
 
   /** The pending claim of a device, expired or not; undefined when there is none. */

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
 import type { AttributeService, ClientAttributesItem } from '../attributes/attribute-service.js';
+import type { DeviceClaimItem } from '../claims/claim-service.js';
 import type { CommitHook } from '../common/commit-hook.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/open.js';
@@ -297,6 +298,28 @@ export class UpstreamService {
       : { kind: KIND.attributes, ts: item.ts, data: attributesJson(item.values) },
   );
 
+  /**
+   * A device's claim request (`v1/devices/me/claim`, HTTP, CoAP): queued in the same transaction
+   * as the local claim, as `v1/gateway/claim` `{"Device":{"secretKey","durationMs"}}` with the
+   * fields the device gave (the cloud applies its defaults and its own claiming rules). Claims
+   * are not rule-chain messages: every device's goes up unless it opted out.
+   */
+  readonly claimsHook: CommitHook<DeviceClaimItem> = {
+    write: (items) => {
+      if (!this.enabled) return;
+      const entries: OutboxEntry[] = [];
+      for (const { rid, request } of items) {
+        if (this.#optOut.has(rid)) continue;
+        const data: Record<string, unknown> = {};
+        if (request.secretKey !== undefined) data.secretKey = request.secretKey;
+        if (request.durationMs !== undefined) data.durationMs = request.durationMs;
+        entries.push({ rid, kind: KIND.claim, ts: this.#now(), data: JSON.stringify(data) });
+      }
+      this.#queue(entries);
+    },
+    settled: (ok) => this.#settled(ok),
+  };
+
   /** A commit hook queuing the items whose device's chain pushes `msgType`. */
   #hook<T extends { readonly rid: number; readonly deviceId: string }>(
     msgType: string,
@@ -311,8 +334,7 @@ export class UpstreamService {
           const e = entry(item);
           if (e) entries.push({ rid: item.rid, ...e });
         }
-        const first = this.outbox.add(entries);
-        if (first > 0) this.#pending.push({ first, entries });
+        this.#queue(entries);
       },
       settled: (ok) => this.#settled(ok),
     };
@@ -351,6 +373,12 @@ export class UpstreamService {
     this.outbox.addNow([entry]);
     this.#kick();
     return true;
+  }
+
+  /** Adds rows inside the caller's commit; they go to the sender once it commits. */
+  #queue(entries: OutboxEntry[]): void {
+    const first = this.outbox.add(entries);
+    if (first > 0) this.#pending.push({ first, entries });
   }
 
   #wants(rid: number, deviceId: string, type: string): boolean {
