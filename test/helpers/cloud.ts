@@ -1,4 +1,5 @@
 import { createServer, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { Aedes, type Client } from 'aedes';
 
 /** A publish the gateway made to the cloud. */
@@ -21,6 +22,12 @@ export interface CloudOptions {
   readonly refuse?: (topic: string, payload: string) => boolean;
   /** Port to listen on (a restarted cloud takes the port of the one it replaces). */
   readonly port?: number;
+  /**
+   * MQTT over TLS (`mqtts://`) with this certificate and key. With `ca`, a client certificate
+   * that CA signed is required, and a gateway presenting one with the common name `clientCn` is
+   * let in without a token (ThingsBoard's X.509 device credentials).
+   */
+  readonly tls?: { cert: string; key: string; ca?: string; clientCn?: string };
 }
 
 /**
@@ -47,13 +54,13 @@ export class FakeCloud {
   }
 
   get url(): string {
-    return `mqtt://127.0.0.1:${this.#port}`;
+    return `${this.opts.tls ? 'mqtts' : 'mqtt'}://127.0.0.1:${this.#port}`;
   }
 
   async start(): Promise<void> {
     const broker = await Aedes.createBroker({
       authenticate: (client, username, _password, done) => {
-        const ok = username === this.opts.token;
+        const ok = username === this.opts.token || this.#byCertificate(client);
         if (ok) {
           this.connects++;
           this.gatewayClient = client;
@@ -80,11 +87,24 @@ export class FakeCloud {
       this.#answer(packet.topic, body);
     });
     this.#broker = broker;
-    const server = createServer((socket) => {
+    const onSocket = (socket: Socket) => {
       this.#sockets.add(socket);
       socket.on('close', () => this.#sockets.delete(socket));
       broker.handle(socket);
-    });
+    };
+    const tls = this.opts.tls;
+    const server = tls
+      ? createTlsServer(
+          {
+            cert: tls.cert,
+            key: tls.key,
+            ca: tls.ca,
+            requestCert: tls.ca !== undefined,
+            rejectUnauthorized: tls.ca !== undefined,
+          },
+          onSocket,
+        )
+      : createServer(onSocket);
     this.#server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -139,6 +159,14 @@ export class FakeCloud {
       if (Array.isArray(list)) out.push(...(list as typeof out));
     }
     return out;
+  }
+
+  /** A TLS client whose certificate the CA signed, for the common name the cloud expects. */
+  #byCertificate(client: Client): boolean {
+    const cn = this.opts.tls?.clientCn;
+    const conn = client.conn as unknown as Partial<TLSSocket>;
+    if (!cn || !conn.authorized || !conn.getPeerCertificate) return false;
+    return conn.getPeerCertificate().subject?.CN === cn;
   }
 
   #answer(topic: string, body: unknown): void {
