@@ -16,6 +16,8 @@ export interface Config {
   readonly cacheDir: string;
   readonly bind: string;
   readonly logLevel: LogLevel;
+  /** How long a stop (SIGTERM/SIGINT) may take before the process exits anyway with status 1. */
+  readonly shutdownTimeoutMs: number;
   readonly http: {
     readonly port: number;
     readonly maxBodyBytes: number;
@@ -254,6 +256,15 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     default: '0.0.0.0',
     help: 'Address the HTTP, MQTT and CoAP listeners bind to',
+  },
+  {
+    path: 'shutdownTimeoutMs',
+    env: 'EDGE_SHUTDOWN_TIMEOUT_MS',
+    type: 'int',
+    min: 100,
+    max: 600_000,
+    default: 5000,
+    help: "Longest a stop (SIGTERM) may take before the process exits with status 1 anyway; keep it below the unit's TimeoutStopSec (10 s)",
   },
   {
     path: 'http.port',

@@ -56,10 +56,11 @@ async function main(argv: readonly string[]): Promise<number> {
     const onSignal = (signal: NodeJS.Signals) => {
       log.info({ signal }, 'signal received');
       // Last resort: a stop that hangs must not keep the unit from restarting.
+      const limitMs = loaded.config.shutdownTimeoutMs;
       setTimeout(() => {
-        log.error('shutdown took longer than 5 s; exiting');
+        log.error({ limitMs }, 'shutdown took longer than its limit; exiting');
         process.exit(1);
-      }, 5000).unref();
+      }, limitMs).unref();
       gateway.stop().then(resolve, resolve);
     };
     process.once('SIGINT', onSignal);

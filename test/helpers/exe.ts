@@ -245,6 +245,10 @@ export async function smokeTest(
     assert.equal(backup.code, 0, backup.stderr);
     assert.ok((await stat(join(dir, 'copy.db'))).size > 0, 'the backup has content');
   } finally {
-    assert.equal(await gw.stop('SIGTERM', timeoutMs), 0, gw.stderr());
+    assert.equal(
+      await gw.stop('SIGTERM', timeoutMs),
+      0,
+      `${gw.stderr()} ${JSON.stringify(gw.lines.slice(-5))}`,
+    );
   }
 }

@@ -43,7 +43,9 @@ describe('readSparkplugPayload (issue 21)', () => {
     assert.equal(byName.get('d')?.datatype, 10);
     assert.equal(byName.get('b')?.value, true);
     assert.equal(byName.get('s')?.value, 'héllo');
-    assert.deepEqual([...(byName.get('bytes')?.value as Uint8Array)], [1, 255]);
+    const bytes = byName.get('bytes');
+    assert.ok(bytes, 'the bytes metric is read');
+    assert.deepEqual([...(bytes.value as Uint8Array)], [1, 255]);
     assert.equal(byName.get('n')?.isNull, true);
   });
 
