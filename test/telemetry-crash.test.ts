@@ -8,6 +8,7 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { DB_FILE } from '../src/db/open.js';
 import { decodeBlock, decodeLogRecord } from '../src/telemetry/telemetry-block.js';
+import { readLog, readRing } from '../src/telemetry/telemetry-ring.js';
 import {
   BUNDLE,
   type GatewayProcess,
@@ -31,7 +32,7 @@ function committedPoints(db: Database.Database): Array<{ key_id: number; ts: num
   }>) {
     for (const p of decodeBlock(b.data)) out.push({ key_id: b.key_id, ts: p.ts });
   }
-  for (const r of db.prepare('SELECT data FROM ts_log').all() as Array<{ data: Buffer }>) {
+  for (const r of readLog(db)) {
     for (const p of decodeLogRecord(r.data)) out.push({ key_id: p.keyId, ts: p.ts });
   }
   return out;
@@ -184,7 +185,7 @@ describe('crash safety of acknowledged telemetry', () => {
     {
       const db = new Database(join(dir, DB_FILE), { readonly: true });
       try {
-        assert.equal(db.prepare('SELECT count(*) FROM ts_log').pluck().get(), 0);
+        assert.equal(readLog(db).length, 0);
         assert.ok(committedPoints(db).length >= 2 * acked.size);
       } finally {
         db.close();
@@ -192,28 +193,34 @@ describe('crash safety of acknowledged telemetry', () => {
     }
   });
 
-  it('SIGKILL while blocks are being sealed: nothing acknowledged lost, integrity_check ok, three times', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'edge-crash-seal-'));
+  /**
+   * Three rounds on one data dir: start the gateway with `args`, stream (6 clients, 20-point
+   * payloads) until 2,000 more points are acknowledged, SIGKILL it; then the file is intact and
+   * holds every acknowledged point, and `check` looks at it.
+   */
+  async function killRounds(
+    name: string,
+    args: readonly string[],
+    check: (db: Database.Database, round: number) => void,
+  ): Promise<void> {
+    const dir = await mkdtemp(join(tmpdir(), `edge-crash-${name}-`));
     dirs.push(dir);
-    // Tiny blocks and a tiny open range: a seal (blocks written, log rows deleted) runs after
-    // almost every commit, so the kills land in and around seals.
-    const sealing = ['--telemetry-block-points', '16', '--telemetry-open-max-points', '1000'];
     const acked = new Set<number>();
     const counter = { next: 0 };
     let deviceCreated = false;
     for (let round = 0; round < 3; round++) {
-      const gw = await start(dir, sealing);
+      const gw = await start(dir, args);
       procs.push(gw.gw);
       if (!deviceCreated) {
-        const created = await fetch(`${gw.base}/api/device?accessToken=seal-device-token`, {
+        const created = await fetch(`${gw.base}/api/device?accessToken=${name}-device-token`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'X-Authorization': `Bearer ${gw.token}` },
-          body: JSON.stringify({ name: 'seal-device' }),
+          body: JSON.stringify({ name: `${name}-device` }),
         });
         assert.equal(created.status, 200);
         deviceCreated = true;
       }
-      const stream = streamTelemetry(gw.base, 'seal-device-token', {
+      const stream = streamTelemetry(gw.base, `${name}-device-token`, {
         clients: 6,
         size: 20,
         counter,
@@ -230,10 +237,7 @@ describe('crash safety of acknowledged telemetry', () => {
       const db = new Database(join(dir, DB_FILE));
       try {
         assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
-        assert.ok(
-          (db.prepare('SELECT count(*) FROM ts_block').pluck().get() as number) > 0,
-          'blocks were sealed before the kill',
-        );
+        check(db, round);
         const keyV = db.prepare("SELECT id FROM ts_key WHERE key = 'v'").pluck().get() as number;
         const stored = new Set(
           committedPoints(db)
@@ -246,5 +250,32 @@ describe('crash safety of acknowledged telemetry', () => {
         db.close();
       }
     }
+  }
+
+  it('SIGKILL while blocks are being sealed: nothing acknowledged lost, integrity_check ok, three times', async () => {
+    // Tiny blocks and a tiny open range: a seal (blocks written, log rows deleted) runs after
+    // almost every commit, so the kills land in and around seals.
+    const sealing = ['--telemetry-block-points', '16', '--telemetry-open-max-points', '1000'];
+    await killRounds('seal', sealing, (db) => {
+      assert.ok(
+        (db.prepare('SELECT count(*) FROM ts_block').pluck().get() as number) > 0,
+        'blocks were sealed before the kill',
+      );
+    });
+  });
+
+  it('SIGKILL while commits rewrite the log ring: it wraps, nothing acknowledged lost, each restart resumes it', async () => {
+    // An open range of 3,000 points gets a ring of 99 slots; a 20-point payload (40 points)
+    // takes most of a slot, so the ring wraps every few thousand points (a commit that finds
+    // it full spills rows). Each round starts on what the last kill left.
+    let slots = 0;
+    await killRounds('ring', ['--telemetry-open-max-points', '3000'], (db, round) => {
+      const ring = readRing(db);
+      if (round === 0) slots = ring.slots.length;
+      assert.equal(slots, 99);
+      assert.equal(ring.slots.length, slots, 'the ring keeps its size');
+      const newest = Math.max(...ring.slots.map((x) => x.seq));
+      assert.ok(newest > slots * (round + 1), `wrapped (newest seq ${newest})`);
+    });
   });
 });

@@ -65,6 +65,8 @@ interface LoadResult {
   readonly writeBytes: number;
   readonly cancelledBytes: number;
   readonly diskBytes: number;
+  /** The log ring's fixed pages (not per point). */
+  readonly ringBytes: number;
   readonly hist: Histogram;
 }
 
@@ -197,20 +199,19 @@ async function fullLoad(clients: MqttClient[], spec: LoadSpec, hist: Histogram):
 }
 
 /** Pages of the telemetry tables and their indexes, from `dbstat`. */
-function telemetryDiskBytes(dataDir: string): { stored: number; bytes: number } {
+function telemetryDiskBytes(dataDir: string): { stored: number; bytes: number; ring: number } {
   const db = new Database(join(dataDir, 'edge-gateway.db'), {
     readonly: true,
     fileMustExist: true,
   });
   try {
-    const tables = (
-      db
-        .prepare(
-          "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'ts\\_%' ESCAPE '\\'",
-        )
-        .pluck()
-        .all() as string[]
-    ).filter((t) => t !== 'ts_key');
+    const all = db
+      .prepare(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'ts\\_%' ESCAPE '\\'",
+      )
+      .pluck()
+      .all() as string[];
+    const tables = all.filter((t) => t !== 'ts_key' && t !== 'ts_ring');
     const bytes = db
       .prepare(
         `SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema
@@ -231,7 +232,14 @@ function telemetryDiskBytes(dataDir: string): { stored: number; bytes: number } 
     if (has('ts_kv_stage')) {
       stored += db.prepare('SELECT count(*) FROM ts_kv_stage').pluck().get() as number;
     }
-    return { stored, bytes };
+    // The log ring (migration 17) is a fixed area, whatever is stored: shown on its own.
+    const ring = all.includes('ts_ring')
+      ? (db
+          .prepare("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name = 'ts_ring'")
+          .pluck()
+          .get() as number)
+      : 0;
+    return { stored, bytes, ring };
   } finally {
     db.close();
   }
@@ -272,6 +280,7 @@ async function runLoad(
       writeBytes: io1.write - io0.write,
       cancelledBytes: io1.cancelled - io0.cancelled,
       diskBytes: disk.bytes,
+      ringBytes: disk.ring,
       hist,
     };
   } finally {
@@ -289,7 +298,8 @@ function report(r: LoadResult, nominalRate: number | undefined): void {
     [
       `[${r.label}] ${r.load}: ${r.acked} messages acked in ${r.seconds.toFixed(1)} s, ${points} points (${r.stored} stored)`,
       `  written ${(r.writeBytes / 1e6).toFixed(1)} MB (cancelled ${(r.cancelledBytes / 1e6).toFixed(1)} MB): ${perPoint.toFixed(1)} B/point`,
-      `  on disk ${(r.diskBytes / 1e6).toFixed(2)} MB: ${(r.diskBytes / Math.max(1, r.stored)).toFixed(1)} B/point`,
+      `  on disk ${(r.diskBytes / 1e6).toFixed(2)} MB: ${(r.diskBytes / Math.max(1, r.stored)).toFixed(1)} B/point` +
+        (r.ringBytes > 0 ? ` (and the log ring, fixed: ${(r.ringBytes / 1e6).toFixed(2)} MB)` : ''),
       `  at ${Math.round(rate)} points/s: ${gbDay.toFixed(1)} GB/day, a ${CARD_TB} TB-written card lasts ${years.toFixed(1)} years`,
       `  ack p50 ${r.hist.quantile(0.5).toFixed(2)} ms, p99 ${r.hist.quantile(0.99).toFixed(2)} ms, max ${r.hist.max.toFixed(1)} ms`,
     ].join('\n'),

@@ -177,7 +177,13 @@ async function throughput() {
     const w = await stream(e, total, T0, (d, ts, i) => e.telemetry.writePoints(d, message(ts, i)));
     const bytes = fileBytes(e);
     const tsBytes = dbstat(e.db, ['ts_block']);
-    const all = dbstat(e.db, ['ts_block', 'ts_block_age', 'ts_log', 'ts_kv_latest', 'ts_key']);
+    const all = dbstat(e.db, [
+      'ts_block',
+      'ts_block_age',
+      'ts_log_spill',
+      'ts_kv_latest',
+      'ts_key',
+    ]);
     console.log(
       `writer: ${devices} devices x 10 keys, ${fmt(total)} points, ` +
         `batch ${fmt(batchMaxPoints || configWith({}).telemetry.batchMaxPoints)}: ` +

@@ -16,6 +16,7 @@ import { type Config, configWith, type DeepPartial } from '../../src/config.js';
 import { createGateway, type Gateway } from '../../src/gateway.js';
 import { defaultRootChain } from '../../src/rules/default-root-chain.js';
 import { decodeLogRecord } from '../../src/telemetry/telemetry-block.js';
+import { readLog } from '../../src/telemetry/telemetry-ring.js';
 import {
   BUNDLE,
   type GatewayProcess,
@@ -281,12 +282,11 @@ export function storedPoints(dataDir: string): number {
         .get() as number;
     }
     let n = db.prepare('SELECT coalesce(sum(n), 0) FROM ts_block').pluck().get() as number;
-    for (const data of db
-      .prepare('SELECT data FROM ts_log')
-      .pluck()
-      .iterate() as Iterable<Buffer>) {
-      n += decodeLogRecord(data).length;
-    }
+    // The log: a table of rows before the ring (migration 17), the ring and its spill rows after.
+    const log = has('ts_ring')
+      ? readLog(db).map((e) => e.data)
+      : (db.prepare('SELECT data FROM ts_log').pluck().all() as Buffer[]);
+    for (const data of log) n += decodeLogRecord(data).length;
     return n;
   } finally {
     db.close();

@@ -26,7 +26,7 @@ const MIXED = 5;
 const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
-class BitWriter {
+export class BitWriter {
   buf = new Uint8Array(256);
   /** Bit position. */
   pos = 0;
@@ -107,7 +107,7 @@ class BitWriter {
   }
 }
 
-class BitReader {
+export class BitReader {
   readonly buf: Uint8Array;
   pos = 0;
 

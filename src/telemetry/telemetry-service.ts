@@ -22,6 +22,7 @@ import {
   type TimeseriesQuery,
   type TsKvOut,
 } from './telemetry-query.js';
+import { SLOT_PAYLOAD } from './telemetry-ring.js';
 import { TelemetryStore } from './telemetry-store.js';
 import { type CommittedItem, TelemetryWriter } from './telemetry-writer.js';
 
@@ -52,6 +53,8 @@ export type TimeseriesResult = Record<string, TsKvOut[]>;
 
 const OWNER = 'telemetry';
 const AGE_JOB = 'gateway.telemetry-age';
+/** Ring bytes per open point (a plant-floor message of 3 readings uses about 10 of a slot). */
+const RING_BYTES_PER_OPEN_POINT = 16;
 
 /**
  * The telemetry domain: one ingest path for every transport (parse, type, group commit),
@@ -73,7 +76,16 @@ export class TelemetryService {
   /** Loads counts and the key dictionary, starts eviction. */
   start(): void {
     const { db, log, config, bus } = this.#deps;
-    const store = new TelemetryStore(db);
+    // The open range counts towards the bound: at most 5 % of it.
+    const openMaxPoints = Math.min(
+      config.openMaxPoints ?? 200_000,
+      Math.max(5_000, Math.floor(config.maxPoints / 20)),
+    );
+    // The log ring holds the open range: about 10 bytes of slot per open numeric point at the
+    // plant floor, with room to spare (a commit that does not fit goes to spill rows).
+    const store = new TelemetryStore(db, {
+      ringSlots: Math.ceil((openMaxPoints * RING_BYTES_PER_OPEN_POINT) / SLOT_PAYLOAD),
+    });
     store.init();
     this.#store = store;
     const evictor = new TelemetryEvictor({
@@ -102,11 +114,7 @@ export class TelemetryService {
       ),
       flushIntervalMs: (config.flushIntervalSec ?? 600) * 1000,
       blockPoints: config.blockPoints,
-      // The open range counts towards the bound: at most 5 % of it.
-      openMaxPoints: Math.min(
-        config.openMaxPoints ?? 200_000,
-        Math.max(5_000, Math.floor(config.maxPoints / 20)),
-      ),
+      openMaxPoints,
       onCommitTiming: this.#deps.onCommitTiming,
       inCommit: this.#deps.inCommit,
       onCommit: (items) => {

@@ -8,6 +8,17 @@ import {
   type LogPoint,
 } from './telemetry-block.js';
 import type { TsEntry, TsKind } from './telemetry-parser.js';
+import {
+  decodeSlot,
+  encodeSlot,
+  entryBytes,
+  type LogEntry,
+  type RingSlot,
+  readRing,
+  SLOT_BYTES,
+  SLOT_PAYLOAD,
+  slotSeq,
+} from './telemetry-ring.js';
 
 /** Width of an eviction chunk: points are counted, and evicted oldest first, per hour. */
 export const CHUNK_MS = 3_600_000;
@@ -36,6 +47,17 @@ export interface WriteItem {
 export const BLOCK_OVERHEAD = 40;
 export const LOG_OVERHEAD = 12;
 
+/** Ring slots when the store is given no size (the service sizes it from the open range). */
+const DEFAULT_RING_SLOTS = 1024;
+
+/** The log ring in memory: the seq of every slot, where the next commit writes, the tail. */
+interface Ring {
+  seqs: number[];
+  head: number;
+  /** The oldest seq a seal still needs (`ts_ring_tail`): slots below it are free. */
+  tail: number;
+}
+
 /** The open (not yet sealed) points of one series, in arrival order. */
 interface OpenSeries {
   readonly rid: number;
@@ -43,7 +65,10 @@ interface OpenSeries {
   points: StoredValue[];
   /** Its share of the bytes of the log records that hold its points. */
   bytes: number;
-  /** The log row (seq) of its oldest open point: log rows before the oldest of all can go. */
+  /**
+   * The log seq (ring slot or spill row) of its oldest open point: the log before the oldest of
+   * all can go.
+   */
   firstSeq: number;
 }
 
@@ -116,9 +141,18 @@ export class TelemetryStore {
   readonly #s: ReturnType<typeof prepare>;
   /** One commit's transaction, made once (`db.transaction()` builds wrappers on every call). */
   readonly #commit: (items: readonly WriteItem[], out: CommitOut) => void;
+  readonly #ringSlots: number;
+  #ring: Ring = { seqs: [], head: 0, tail: 0 };
+  /** The next log seq (of a ring slot or a spill row). */
+  #nextSeq = 1;
 
-  constructor(db: Db) {
+  /**
+   * `ringSlots`: slots of the log ring (SLOT_BYTES each), preallocated by `init()`; a ring
+   * never shrinks.
+   */
+  constructor(db: Db, opts: { ringSlots?: number } = {}) {
     this.#db = db;
+    this.#ringSlots = Math.max(1, opts.ringSlots ?? DEFAULT_RING_SLOTS);
     this.#s = prepare(db);
     this.#commit = db.transaction((items: readonly WriteItem[], out: CommitOut) =>
       this.#commitTx(items, out),
@@ -144,7 +178,19 @@ export class TelemetryStore {
       this.#keyIds.set(r.key, r.id);
       this.#keyNames.set(r.id, r.key);
     }
+    this.#allocateRing();
     this.reloadCounts();
+  }
+
+  /**
+   * Preallocates the ring's slots (once in a data directory's life, and when the ring grows),
+   * then checkpoints them: afterwards commits only rewrite slots in place.
+   */
+  #allocateRing(): void {
+    const have = this.#s.ringSlots.get() as number;
+    if (have >= this.#ringSlots) return;
+    this.#s.addSlots.run(have, this.#ringSlots - 1);
+    this.#db.pragma('wal_checkpoint(PASSIVE)');
   }
 
   /**
@@ -187,13 +233,43 @@ export class TelemetryStore {
     this.#largestOpen = 0;
     this.#pendingLatest.clear();
     this.#openSince = undefined;
-    for (const r of this.#s.logAll.iterate() as Iterable<{
-      seq: number;
-      rid: number;
-      data: Buffer;
-    }>) {
-      this.#addOpen(r.rid, r.seq, decodeLogRecord(r.data), r.data.length + LOG_OVERHEAD);
+    const ring = readRing(this.#db);
+    const gone = this.#purgeDeleted(ring.slots, ring.entries);
+    const seqs = ring.slots.map((x) => x.seq);
+    let newest = 0;
+    for (let i = 1; i < seqs.length; i++) if (seqs[i] > seqs[newest]) newest = i;
+    // Write on after the newest slot (from slot 0 in a ring never written).
+    const head = seqs.length === 0 || seqs[newest] === 0 ? 0 : (newest + 1) % seqs.length;
+    this.#ring = { seqs, head, tail: ring.tail };
+    this.#nextSeq = Math.max(seqs[newest] ?? 0, ring.spillMax, ring.tail - 1) + 1;
+    for (const e of ring.entries) {
+      if (gone.has(e.rid)) continue;
+      this.#addOpen(e.rid, e.seq, decodeLogRecord(e.data), e.data.length + LOG_OVERHEAD);
     }
+  }
+
+  /**
+   * Removes from the ring the records of devices that no longer exist (the delete trigger
+   * removes their spill rows, blocks and latest values, but cannot reach into the slots), so
+   * that they never come back, not even under a reused rid. Returns those devices.
+   */
+  #purgeDeleted(slots: readonly RingSlot[], entries: readonly LogEntry[]): Set<number> {
+    const gone = new Set<number>();
+    const seen = new Set<number>();
+    for (const e of entries) {
+      if (seen.has(e.rid)) continue;
+      seen.add(e.rid);
+      if (!this.#s.deviceExists.get(e.rid)) gone.add(e.rid);
+    }
+    if (gone.size === 0) return gone;
+    this.#db.transaction(() => {
+      for (const x of slots) {
+        if (!x.entries.some((e) => gone.has(e.rid))) continue;
+        const kept = x.entries.filter((e) => !gone.has(e.rid));
+        this.#s.updateSlot.run(encodeSlot(x.seq, kept), x.slot);
+      }
+    })();
+    return gone;
   }
 
   /** Points stored: sealed and open (open ones may still overwrite: exact after `settle()`). */
@@ -257,6 +333,8 @@ export class TelemetryStore {
       newKeys: [],
       dropped: new Set(),
       rows: [],
+      slots: [],
+      nextSeq: this.#nextSeq,
       inCommit: inCommit as CommitOut['inCommit'],
     };
     try {
@@ -265,6 +343,12 @@ export class TelemetryStore {
       this.#forgetKeys(out.newKeys);
       throw err;
     }
+    const ring = this.#ring;
+    for (const [slot, seq] of out.slots) {
+      ring.seqs[slot] = seq;
+      ring.head = (slot + 1) % ring.seqs.length;
+    }
+    this.#nextSeq = out.nextSeq;
     for (const [rid, seq, points, bytes] of out.rows) this.#addOpen(rid, seq, points, bytes);
     return { dropped: out.dropped };
   }
@@ -294,23 +378,65 @@ export class TelemetryStore {
       }));
       pending.push([rid, points]);
     }
-    for (let p = 0; p < pending.length; ) {
-      const g = groupSize(pending.length - p);
-      args.length = 0;
-      const sizes: number[] = [];
-      for (let q = p; q < p + g; q++) {
-        const rec = encodeLogRecord(pending[q][1]);
-        sizes.push(rec.length + LOG_OVERHEAD);
-        args.push(pending[q][0], rec);
+    const records = pending.map(([rid, points]) => ({
+      rid,
+      points,
+      data: encodeLogRecord(points),
+    }));
+    if (!this.#writeRing(records, out)) {
+      // The free ring is too small for this commit (or a record for a slot): spill rows.
+      for (let p = 0; p < records.length; ) {
+        const g = groupSize(records.length - p);
+        args.length = 0;
+        for (let q = p; q < p + g; q++) {
+          const r = records[q];
+          const seq = out.nextSeq++;
+          args.push(seq, r.rid, r.data);
+          out.rows.push([r.rid, seq, r.points, r.data.length + LOG_OVERHEAD]);
+        }
+        this.#statement(`log:${g}`, () => logSql(g)).run(args);
+        p += g;
       }
-      const last = Number(this.#statement(`log:${g}`, () => logSql(g)).run(args).lastInsertRowid);
-      // Rowids of one multi-row insert are consecutive.
-      for (let q = p; q < p + g; q++) {
-        out.rows.push([pending[q][0], last - (p + g - 1 - q), pending[q][1], sizes[q - p]]);
-      }
-      p += g;
     }
     out.inCommit?.(out.dropped.size > 0 ? items.filter((i) => !out.dropped.has(i.rid)) : items);
+  }
+
+  /**
+   * Writes the records of a commit into the free slots from the ring's head, in order, whole
+   * records per slot. Returns false, writing nothing, when they do not fit.
+   */
+  #writeRing(
+    records: ReadonlyArray<{ rid: number; points: LogPoint[]; data: Uint8Array }>,
+    out: CommitOut,
+  ): boolean {
+    if (records.length === 0) return true;
+    const groups: Array<typeof records> = [[]];
+    let used = 0;
+    for (const r of records) {
+      const size = entryBytes(r.rid, r.data);
+      if (size > SLOT_PAYLOAD) return false;
+      if (used + size > SLOT_PAYLOAD) {
+        groups.push([]);
+        used = 0;
+      }
+      (groups[groups.length - 1] as (typeof records)[number][]).push(r);
+      used += size;
+    }
+    const { seqs, head, tail } = this.#ring;
+    if (groups.length > seqs.length) return false;
+    for (let i = 0; i < groups.length; i++) {
+      const seq = seqs[(head + i) % seqs.length];
+      if (seq !== 0 && seq >= tail) return false;
+    }
+    for (let i = 0; i < groups.length; i++) {
+      const slot = (head + i) % seqs.length;
+      const seq = out.nextSeq++;
+      this.#s.updateSlot.run(encodeSlot(seq, groups[i]), slot);
+      out.slots.push([slot, seq]);
+      for (const r of groups[i])
+        out.rows.push([r.rid, seq, r.points, r.data.length + LOG_OVERHEAD]);
+    }
+    return true;
   }
 
   /** Adds committed log points to the open range (arrival order kept per series). */
@@ -388,6 +514,7 @@ export class TelemetryStore {
     const rest = all.slice(take);
     const seg = this.#nextSeg;
     const keep = rest.length === 0 ? Number.POSITIVE_INFINITY : rest[0].firstSeq;
+    const tail = rest.length === 0 ? this.#nextSeq : rest[0].firstSeq;
     const deltas = new Map<number, number>();
     let range: Segment | undefined;
     this.#db.transaction(() => {
@@ -401,7 +528,9 @@ export class TelemetryStore {
       this.#writeLatest();
       if (keep === Number.POSITIVE_INFINITY) this.#s.clearLog.run();
       else this.#s.clearLogBelow.run(keep);
+      if (tail !== this.#ring.tail) this.#s.setTail.run(tail);
     })();
+    this.#ring.tail = tail;
     this.#nextSeg++;
     if (range) this.#segs.set(seg, range);
     this.#pendingLatest.clear();
@@ -870,6 +999,16 @@ function registerViews(db: Db, store: TelemetryStore): void {
       for (const p of decodeBlock(data as Uint8Array)) yield [p.ts, ...typedColumns(p)];
     },
   });
+  db.table('ts_ring_entries', {
+    columns: ['seq', 'device_rid', 'data'],
+    parameters: ['slot', 'tail'],
+    *rows(slot: unknown, tail: unknown) {
+      const data = slot as Uint8Array;
+      const seq = slotSeq(data);
+      if (seq === 0 || seq < Number(tail)) return;
+      for (const e of decodeSlot(data)) yield [e.seq, e.rid, e.data];
+    },
+  });
   db.table('ts_open_points', {
     columns: ['seq', 'device_rid', 'key_id', 'ts', 'kind', 'v'],
     *rows() {
@@ -882,6 +1021,10 @@ function registerViews(db: Db, store: TelemetryStore): void {
       SELECT b.device_rid, b.key_id, p.ts, p.dbl_v, p.long_v, p.bool_v, p.str_v, p.json_v
       FROM ts_block b, ts_block_points(b.data) p;
     CREATE TEMP VIEW IF NOT EXISTS ts_kv_stage AS SELECT * FROM ts_open_points;
+    CREATE TEMP VIEW IF NOT EXISTS ts_log AS
+      SELECT e.seq, e.device_rid, e.data
+      FROM main.ts_ring r, main.ts_ring_tail t, ts_ring_entries(r.data, t.seq) e
+      UNION ALL SELECT seq, device_rid, data FROM main.ts_log_spill;
     CREATE TEMP VIEW IF NOT EXISTS ts_kv_chunk AS
       SELECT device_rid, chunk, key_id, sum(n) AS points FROM ts_block
       GROUP BY device_rid, chunk, key_id;
@@ -891,8 +1034,12 @@ function registerViews(db: Db, store: TelemetryStore): void {
 interface CommitOut {
   readonly newKeys: string[];
   readonly dropped: Set<number>;
-  /** The committed log rows: device, seq, points, bytes counted. */
+  /** The committed log records: device, seq, points, bytes counted. */
   readonly rows: Array<[number, number, LogPoint[], number]>;
+  /** The ring slots written: slot, seq. */
+  readonly slots: Array<[number, number]>;
+  /** The next log seq after the commit. */
+  nextSeq: number;
   /** Runs last inside the commit's transaction (`TelemetryStore.write`). */
   readonly inCommit?: (kept: readonly WriteItem[]) => void;
 }
@@ -998,7 +1145,7 @@ function groupSize(left: number): number {
 }
 
 function logSql(n: number): string {
-  return `INSERT INTO ts_log (device_rid, data) VALUES ${Array(n).fill('(?, ?)').join(', ')}`;
+  return `INSERT INTO ts_log_spill (seq, device_rid, data) VALUES ${Array(n).fill('(?, ?, ?)').join(', ')}`;
 }
 
 function latestSql(n: number): string {
@@ -1049,9 +1196,15 @@ function prepare(db: Db) {
       `SELECT seg, device_rid AS rid, key_id AS key, n, first_ts AS f, last_ts AS l,
          length(data) AS b FROM ts_block`,
     ),
-    logAll: db.prepare('SELECT seq, device_rid AS rid, data FROM ts_log ORDER BY seq'),
-    clearLog: db.prepare('DELETE FROM ts_log'),
-    clearLogBelow: db.prepare('DELETE FROM ts_log WHERE seq < ?'),
+    clearLog: db.prepare('DELETE FROM ts_log_spill'),
+    clearLogBelow: db.prepare('DELETE FROM ts_log_spill WHERE seq < ?'),
+    ringSlots: db.prepare('SELECT count(*) FROM ts_ring').pluck(),
+    addSlots: db.prepare(
+      `WITH RECURSIVE s(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM s WHERE i < ?)
+       INSERT INTO ts_ring (slot, data) SELECT i, zeroblob(${SLOT_BYTES}) FROM s`,
+    ),
+    updateSlot: db.prepare('UPDATE ts_ring SET data = ? WHERE slot = ?'),
+    setTail: db.prepare('UPDATE ts_ring_tail SET seq = ?'),
     insertBlock: db.prepare(
       `INSERT INTO ts_block (seg, device_rid, key_id, chunk, n, first_ts, last_ts, data)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,

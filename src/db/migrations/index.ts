@@ -15,6 +15,7 @@ import { m013TelemetryBlocks } from './013-telemetry-blocks.js';
 import { m014Notifications } from './014-notifications.js';
 import { m015ProfileRuleChain } from './015-profile-rule-chain.js';
 import { m016Upstream } from './016-upstream.js';
+import { m017TelemetryLogRing } from './017-telemetry-log-ring.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -34,4 +35,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m014Notifications,
   m015ProfileRuleChain,
   m016Upstream,
+  m017TelemetryLogRing,
 ];
