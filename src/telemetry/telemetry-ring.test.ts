@@ -37,15 +37,20 @@ interface Fixture {
   close(): Promise<void>;
 }
 
-async function fixture(): Promise<Fixture> {
-  const dir = await mkdtemp(join(tmpdir(), 'edge-ring-'));
-  const db = openDb({ dataDir: dir, durability: 'normal' });
-  migrate(db, MIGRATIONS, log);
+/** The device service on a migrated file (the store checks that a device exists). */
+function deviceService(db: Db): DeviceService {
   const tenants = new TenantService({ db });
   tenants.init();
   const profiles = new DeviceProfileService({ db, tenants });
   profiles.init();
-  const devices = new DeviceService({ db, tenants, profiles, bus: new EventBus(log) });
+  return new DeviceService({ db, tenants, profiles, bus: new EventBus(log) });
+}
+
+async function fixture(): Promise<Fixture> {
+  const dir = await mkdtemp(join(tmpdir(), 'edge-ring-'));
+  const db = openDb({ dataDir: dir, durability: 'normal' });
+  migrate(db, MIGRATIONS, log);
+  const devices = deviceService(db);
   return {
     db,
     devices,
@@ -267,11 +272,7 @@ describe('log ring', () => {
         MIGRATIONS.filter((m) => m.version < 17),
         log,
       );
-      const tenants = new TenantService({ db });
-      tenants.init();
-      const profiles = new DeviceProfileService({ db, tenants });
-      profiles.init();
-      const devices = new DeviceService({ db, tenants, profiles, bus: new EventBus(log) });
+      const devices = deviceService(db);
       const d = devices.save({ name: 'old-log' });
       const rid = devices.identity(d.id.id)?.rid as number;
       db.prepare("INSERT INTO ts_key (id, key) VALUES (1, 'v')").run();

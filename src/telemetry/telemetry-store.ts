@@ -184,13 +184,14 @@ export class TelemetryStore {
 
   /**
    * Preallocates the ring's slots (once in a data directory's life, and when the ring grows),
-   * then checkpoints them: afterwards commits only rewrite slots in place.
+   * then checkpoints them and truncates the WAL (the slots are written once, at start, and the
+   * WAL file does not keep their size): afterwards commits only rewrite slots in place.
    */
   #allocateRing(): void {
     const have = this.#s.ringSlots.get() as number;
     if (have >= this.#ringSlots) return;
     this.#s.addSlots.run(have, this.#ringSlots - 1);
-    this.#db.pragma('wal_checkpoint(PASSIVE)');
+    this.#db.pragma('wal_checkpoint(TRUNCATE)');
   }
 
   /**

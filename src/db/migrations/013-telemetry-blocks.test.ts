@@ -30,7 +30,12 @@ it('migration 013 turns ts_kv and the stage table into blocks, the last write wi
       INSERT INTO ts_kv_stage (seq, device_rid, key_id, ts, kind, v) VALUES
         (1, 7, 1, 2000, 3, 'over'), (2, 7, 2, ${2.5 * HOUR}, 2, 1);
     `);
-    migrate(db, MIGRATIONS, log);
+    // Through 013 only: migration 017 renames ts_log (tested in telemetry-ring.test.ts).
+    migrate(
+      db,
+      MIGRATIONS.filter((m) => m.version <= 13),
+      log,
+    );
     const byKey = new Map<number, Array<[number, string, unknown]>>();
     for (const b of db
       .prepare(
