@@ -352,4 +352,38 @@ describe('a rule whose writes fail in the commit', () => {
       await ch.endAsync();
     }
   });
+
+  it('a rule state that cannot be written: only that device loses it, the other devices of the batch keep theirs', async () => {
+    const profileId = await createProfile(t, 'Repeating', [HUMID]);
+    const bad = await createProfiledDevice(t, 'state-bad', profileId);
+    const good = await createProfiledDevice(t, 'state-good', profileId);
+    const file = new Database(join(t.dataDir, DB_FILE));
+    file.exec(`CREATE TRIGGER refuse_state BEFORE INSERT ON alarm_rule_state
+               WHEN NEW.device_id = '${bad.id}' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`);
+    const count = (id: string) => {
+      const row = file
+        .prepare('SELECT state FROM alarm_rule_state WHERE device_id = ? AND rule_id = ?')
+        .get(id, 'humid') as { state: string } | undefined;
+      return row && (JSON.parse(row.state) as { create: { MAJOR?: { eventCount: number } } });
+    };
+    const failures = await metric(t, 'edge_alarm_engine_failures_total');
+    const cb = await mqttConnect(t.gw.ports.mqtt, { username: bad.token, clientId: 'state-bad' });
+    const cg = await mqttConnect(t.gw.ports.mqtt, { username: good.token, clientId: 'state-good' });
+    try {
+      // Both devices' readings usually share one group commit.
+      await Promise.all([
+        cb.publishAsync('v1/devices/me/telemetry', '{"humidity":90}', { qos: 1 }),
+        cg.publishAsync('v1/devices/me/telemetry', '{"humidity":90}', { qos: 1 }),
+      ]);
+      assert.equal(count(good.id)?.create.MAJOR?.eventCount, 1, 'the good device kept its count');
+      assert.equal(count(bad.id), undefined);
+      assert.equal(await latest(t, bad.id, 'humidity'), 90, 'the reading committed');
+      assert.equal(await metric(t, 'edge_alarm_engine_failures_total'), failures + 1);
+    } finally {
+      file.exec('DROP TRIGGER refuse_state');
+      file.close();
+      await cb.endAsync();
+      await cg.endAsync();
+    }
+  });
 });

@@ -364,28 +364,59 @@ export class AlarmEngine implements MessageProcessor {
   ): void {
     this.#batch ??= { events: [], devices: new Set() };
     const batch = this.#batch;
+    /** Devices whose rule state moved without an alarm change (written below, at once). */
+    const moved = new Set<DeviceState>();
     this.#inCommit = true;
     try {
       const events = this.deps.alarms.deferEvents(() => {
         for (const item of items) {
           if (!this.#inCommitFor(item.deviceId, msgType)) continue;
           batch.devices.add(item.deviceId);
+          let d: DeviceState | undefined;
           try {
-            const d = this.#state(item.deviceId);
+            d = this.#state(item.deviceId);
             if (!d) continue;
             this.#stats.inCommit++;
             apply(d, item);
-            if (d.dirty.size > 0) this.#savepoint(() => this.#writeStates(d, false));
+            if (d.dirty.size > 0) moved.add(d);
           } catch (err) {
             // SQLite ended the whole transaction (a full disk): the commit itself fails.
             if (!this.deps.db.inTransaction) throw err;
+            if (d) moved.delete(d);
             this.#inCommitFailed(item.deviceId, err);
           }
         }
       });
       if (events.length > 0) batch.events.push(events);
+      this.#writeMoved(moved);
     } finally {
       this.#inCommit = false;
+    }
+  }
+
+  /**
+   * The rule states that moved, in one savepoint; if it fails, each device in its own, so that
+   * only the device whose rows fail loses its state (dropped, reloaded from SQLite).
+   */
+  #writeMoved(moved: ReadonlySet<DeviceState>): void {
+    if (moved.size === 0) return;
+    const dirty = [...moved].map((d) => [d, [...d.dirty]] as const);
+    try {
+      this.#savepoint(() => {
+        for (const d of moved) this.#writeStates(d, false);
+      });
+      return;
+    } catch (err) {
+      if (!this.deps.db.inTransaction) throw err;
+    }
+    for (const [d, rules] of dirty) {
+      for (const r of rules) d.dirty.add(r);
+      try {
+        this.#savepoint(() => this.#writeStates(d, false));
+      } catch (err) {
+        if (!this.deps.db.inTransaction) throw err;
+        this.#inCommitFailed(d.id, err);
+      }
     }
   }
 
@@ -1091,8 +1122,18 @@ function groupByTs<E extends { readonly ts: number }>(
   entries: Iterable<E>,
   kv: (e: E) => readonly [string, unknown],
 ): Array<[number, Map<string, unknown>]> {
+  const list = Array.isArray(entries) ? (entries as readonly E[]) : [...entries];
+  // One timestamp (the usual payload): no sort.
+  if (list.length > 0 && list.every((e) => e.ts === list[0].ts)) {
+    const m = new Map<string, unknown>();
+    for (const e of list) {
+      const [k, v] = kv(e);
+      m.set(k, v);
+    }
+    return [[list[0].ts, m]];
+  }
   const byTs = new Map<number, Map<string, unknown>>();
-  for (const e of entries) {
+  for (const e of list) {
     let m = byTs.get(e.ts);
     if (!m) {
       m = new Map();
