@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
 import { ServerClock } from '../src/common/clock.js';
+import { Scheduler } from '../src/scheduler/scheduler.js';
 import {
   alarmsOf,
   createProfile,
@@ -223,5 +225,69 @@ describe('fault drill: the clock jumps back an hour and forward a day', () => {
     const c = await createDevice(t, 'clock-claim-c');
     await deviceClaim(c.token, 60_000);
     assert.equal(await customerClaim('clock-claim-c'), 'SUCCESS');
+  });
+});
+
+/**
+ * The scheduler on a jumping wall clock. node-cron reads the global `Date` (it cannot be given a
+ * clock), so `Date` is replaced by one running `shift` ms off the real time for these tests;
+ * timers stay monotonic, as on a Pi whose clock NTP moves.
+ */
+describe('fault drill: scheduled jobs when the clock jumps', () => {
+  const RealDate = Date;
+  let shift = 0;
+  class ShiftedDate extends RealDate {
+    constructor(...args: ConstructorParameters<typeof Date> | []) {
+      if (args.length === 0) super(RealDate.now() + shift);
+      else super(...(args as ConstructorParameters<typeof Date>));
+    }
+    static override now(): number {
+      return RealDate.now() + shift;
+    }
+  }
+  let scheduler: Scheduler;
+  before(() => {
+    globalThis.Date = ShiftedDate as DateConstructor;
+    scheduler = new Scheduler({ log: pino({ level: 'silent' }), watchMs: 100 });
+  });
+  after(() => {
+    scheduler.stop();
+    globalThis.Date = RealDate;
+  });
+
+  it('an every-second job keeps running after the clock goes back an hour and forward a day, no slot twice', async () => {
+    shift = 0;
+    const slots: number[] = [];
+    scheduler.schedule('drill.every-second', '* * * * * *', undefined, () => {
+      slots.push(RealDate.now() + shift);
+    });
+    await waitFor(() => slots.length >= 2, 10_000, 'two runs');
+    shift = -HOUR;
+    const back = slots.length;
+    // node-cron alone waits for the stale slot an hour ahead: no run for an hour.
+    await waitFor(() => slots.length >= back + 3, 15_000, 'three runs after the jump back');
+    shift = DAY;
+    const forward = slots.length;
+    await waitFor(() => slots.length >= forward + 3, 15_000, 'three runs after the jump forward');
+    const seconds = slots.map((t) => Math.floor(t / 1000));
+    assert.equal(new Set(seconds).size, seconds.length, `a second ran twice: ${seconds}`);
+    assert.ok(slots[slots.length - 1] > RealDate.now() + DAY - 10_000, 'runs on the new time');
+    scheduler.cancel('drill.every-second');
+  });
+
+  it('a slot already run does not run again when the clock goes back over it', async () => {
+    shift = 0;
+    const slots: number[] = [];
+    scheduler.schedule('drill.every-4s', '*/4 * * * * *', undefined, () => {
+      slots.push(Math.round((RealDate.now() + shift) / 1000) * 1000);
+    });
+    await waitFor(() => slots.length >= 1, 10_000, 'the first run');
+    const first = slots[0];
+    // Back 3 s: the wall clock passes the slot just run once more.
+    shift = -3000;
+    await waitFor(() => slots.length >= 2, 15_000, 'the next run');
+    assert.equal(slots.filter((s) => s === first).length, 1, `slots ${slots}`);
+    assert.equal(slots[1], first + 4000, `slots ${slots}`);
+    scheduler.cancel('drill.every-4s');
   });
 });

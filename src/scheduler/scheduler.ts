@@ -2,7 +2,16 @@
  * The gateway's cron host (node-cron): jobs registered under a key, each with a cron expression
  * (seconds field allowed) and a time zone. A job only calls back; what it does is its owner's.
  * Runs missed while the gateway was down are not replayed (node-cron schedules from now).
+ *
+ * Wall-clock jumps (issue 20 drill: a Pi without RTC before and after NTP). node-cron arms one
+ * timer for the next matching wall time; after the clock goes back it keeps waiting for that stale
+ * time (an every-second job stops for as long as the jump), and after a jump forward it walks the
+ * skipped slots one by one. So a watch compares the wall clock with the monotonic one and, on a
+ * jump of more than `JUMP_MS`, re-arms every job from the new time. A slot a job has already run
+ * (a daily 10:30 seen again after the clock went back) is not run again within one period of
+ * real time after that run.
  */
+import { performance } from 'node:perf_hooks';
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Logger } from 'pino';
 import { ValidationError } from '../errors.js';
@@ -13,6 +22,8 @@ export const MAX_EVENTS = 1000;
 export const GATEWAY_JOBS = 16;
 /** At most this many jobs at once (user schedules plus the gateway's own). */
 export const MAX_JOBS = MAX_EVENTS + GATEWAY_JOBS;
+/** A change of the wall clock against the monotonic one larger than this re-arms every job. */
+export const JUMP_MS = 2000;
 
 /** Where a service runs its periodic job: the scheduler host, or a plain timer in unit tests. */
 export interface PeriodicJobs {
@@ -48,17 +59,28 @@ export interface JobInfo {
 }
 
 interface Job {
-  readonly task: ScheduledTask;
+  task: ScheduledTask | undefined;
   readonly expression: string;
   readonly timezone: string | undefined;
+  /** The wall time of the slot last run, and the monotonic time it ran. */
+  lastSlot: number;
+  lastRunMono: number;
+}
+
+export interface SchedulerDeps {
+  readonly log: Logger;
+  /** How often the clock watch looks (ms); default 5,000. */
+  readonly watchMs?: number;
 }
 
 export class Scheduler implements PeriodicJobs {
   readonly #jobs = new Map<string, Job>();
   #stopped = false;
   #refused = 0;
+  #watch: NodeJS.Timeout | undefined;
+  #offset = 0;
 
-  constructor(private readonly deps: { readonly log: Logger }) {}
+  constructor(private readonly deps: SchedulerDeps) {}
 
   /** Checks an expression and a time zone; throws ValidationError naming the problem. */
   static check(expression: string, timezone?: string): void {
@@ -82,9 +104,27 @@ export class Scheduler implements PeriodicJobs {
       this.#refused++;
       throw new ValidationError(`At most ${MAX_JOBS} scheduled jobs can run at once`);
     }
+    const job: Job = {
+      task: undefined,
+      expression,
+      timezone,
+      lastSlot: Number.NEGATIVE_INFINITY,
+      lastRunMono: Number.NEGATIVE_INFINITY,
+    };
     const task = cron.schedule(
       expression,
-      () => {
+      (ctx) => {
+        const slot = ctx.date.getTime();
+        const mono = performance.now();
+        if (slot <= job.lastSlot) {
+          const period = (job.task?.getNextRun()?.getTime() ?? slot) - slot;
+          if (mono - job.lastRunMono < period) {
+            this.deps.log.debug({ job: key, slot }, 'slot already run before the clock went back');
+            return;
+          }
+        }
+        job.lastSlot = slot;
+        job.lastRunMono = mono;
         try {
           run();
         } catch (err) {
@@ -104,7 +144,30 @@ export class Scheduler implements PeriodicJobs {
         },
       },
     );
-    this.#jobs.set(key, { task, expression, timezone });
+    job.task = task;
+    this.#jobs.set(key, job);
+    this.#watchClock();
+  }
+
+  /** Starts the clock watch with the first job. */
+  #watchClock(): void {
+    if (this.#watch) return;
+    this.#offset = Date.now() - performance.now();
+    this.#watch = setInterval(() => {
+      const offset = Date.now() - performance.now();
+      const jump = offset - this.#offset;
+      this.#offset = offset;
+      if (Math.abs(jump) <= JUMP_MS) return;
+      this.deps.log.warn(
+        { jumpMs: Math.round(jump), jobs: this.#jobs.size },
+        'wall clock jumped; scheduled jobs re-armed from the new time',
+      );
+      for (const job of this.#jobs.values()) {
+        void job.task?.stop();
+        void job.task?.start();
+      }
+    }, this.deps.watchMs ?? 5000);
+    this.#watch.unref();
   }
 
   /**
@@ -128,7 +191,7 @@ export class Scheduler implements PeriodicJobs {
   cancel(key: string): void {
     const job = this.#jobs.get(key);
     if (!job) return;
-    void job.task.destroy();
+    void job.task?.destroy();
     this.#jobs.delete(key);
   }
 
@@ -149,12 +212,14 @@ export class Scheduler implements PeriodicJobs {
         key,
         expression: job.expression,
         timezone: job.timezone ?? null,
-        nextRun: job.task.getNextRun()?.getTime() ?? null,
+        nextRun: job.task?.getNextRun()?.getTime() ?? null,
       }));
   }
 
   stop(): void {
     this.#stopped = true;
+    clearInterval(this.#watch);
+    this.#watch = undefined;
     for (const key of [...this.#jobs.keys()]) this.cancel(key);
   }
 }
