@@ -1002,6 +1002,7 @@ async function buildServices(
     bus,
     log: loggers.alarms,
     inTransaction: (event) => notifications.service.onAlarm(event),
+    onComment: (c) => notifications.service.onAlarmComment(c),
     now: overrides.now ?? clock.now,
     device: (id) => devices.owner(id),
     user: (id) => {

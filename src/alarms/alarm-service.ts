@@ -42,6 +42,13 @@ export interface AlarmServiceDeps {
    * (notification inbox and outbox rows) commits with the alarm.
    */
   readonly inTransaction?: (event: AlarmEvent) => void;
+  /** Runs in the transaction of a user's comment, added or edited (ALARM_COMMENT notifications). */
+  readonly onComment?: (c: {
+    alarm: Alarm;
+    text: string;
+    user: AlarmActor;
+    updated: boolean;
+  }) => void;
   /** Where alarm messages go after commit (the processing pipeline); none by default. */
   readonly submit?: (msg: GatewayMsg) => void;
   /** Where users' alarm operations are recorded (ThingsBoard's audit log action types). */
@@ -657,6 +664,12 @@ export class AlarmService {
       this.transact(() => {
         this.#store.updateComment(existing.id, JSON.stringify(comment));
         this.#audit('UPDATED_COMMENT', alarm, actor, { comment: existing.id });
+        this.deps.onComment?.({
+          alarm: toAlarm(alarm),
+          text: input.comment.text,
+          user: actor,
+          updated: true,
+        });
       });
       return toComment(this.#store.getComment(existing.id) as CommentRow);
     }
@@ -671,6 +684,12 @@ export class AlarmService {
         comment: JSON.stringify(input.comment),
       });
       this.#audit('ADDED_COMMENT', alarm, actor, { comment: id });
+      this.deps.onComment?.({
+        alarm: toAlarm(alarm),
+        text: input.comment.text,
+        user: actor,
+        updated: false,
+      });
     });
     return toComment(this.#store.getComment(id) as CommentRow);
   }

@@ -31,6 +31,8 @@ import {
 import {
   type ActivityTrigger,
   type AlarmTrigger,
+  type AssignmentTrigger,
+  type CommentTrigger,
   type Delivery,
   type DeliveryAttempt,
   type DeliveryMethod,
@@ -390,7 +392,10 @@ export class NotificationService {
    */
   onAlarm(event: AlarmEvent): void {
     try {
-      this.#savepoint(() => this.#onAlarm(event));
+      this.#savepoint(() => {
+        this.#onAlarm(event);
+        this.#onAssignment(event);
+      });
     } catch (err) {
       // The alarm still commits: a broken rule must not lose the alarm itself.
       this.deps.log.error({ err, alarmId: event.alarm.id.id }, 'alarm notifications failed');
@@ -408,28 +413,8 @@ export class NotificationService {
       if (trigger.alarmTypes?.length && !trigger.alarmTypes.includes(alarm.type)) continue;
       if (trigger.alarmSeverities?.length && !trigger.alarmSeverities.includes(alarm.severity))
         continue;
-      const device = this.deps.device(alarm.originator.id);
-      const details =
-        alarm.details && typeof alarm.details === 'object' && !Array.isArray(alarm.details)
-          ? (alarm.details as Record<string, unknown>)
-          : {};
-      const values: Record<string, string> = {};
-      // Key values of the alarm's details (e.g. `${temperature}`), then ThingsBoard's names.
-      for (const [k, v] of Object.entries(details)) {
-        if (v !== null && typeof v !== 'object') values[k] = String(v);
-      }
-      const status = statusOf(alarm.acknowledged, alarm.cleared);
-      Object.assign(values, {
-        alarmType: alarm.type,
-        action: on.toLowerCase().replace('_', ' '),
-        alarmId: alarm.id.id,
-        alarmSeverity: alarm.severity.toLowerCase(),
-        alarmStatus: status,
-        alarmOriginatorEntityType: alarm.originator.entityType,
-        alarmOriginatorName: device?.name ?? alarm.originator.id,
-        alarmOriginatorId: alarm.originator.id,
-      });
-      const customerId = device?.customerId ?? null;
+      const { values, status, customerId } = this.#alarmValues(alarm);
+      values.action = on.toLowerCase().replace('_', ' ');
       const firing: Firing = {
         ruleId: rule.id,
         type: 'ALARM',
@@ -467,6 +452,141 @@ export class NotificationService {
             : undefined;
         this.#fire(firing, targets, escalation);
       }
+    }
+  }
+
+  /** The placeholders of an alarm: key values of its details, then ThingsBoard's names. */
+  #alarmValues(alarm: AlarmEvent['alarm']) {
+    const device = this.deps.device(alarm.originator.id);
+    const details =
+      alarm.details && typeof alarm.details === 'object' && !Array.isArray(alarm.details)
+        ? (alarm.details as Record<string, unknown>)
+        : {};
+    const values: Record<string, string> = {};
+    for (const [k, v] of Object.entries(details)) {
+      if (v !== null && typeof v !== 'object') values[k] = String(v);
+    }
+    const status = statusOf(alarm.acknowledged, alarm.cleared);
+    Object.assign(values, {
+      alarmType: alarm.type,
+      alarmId: alarm.id.id,
+      alarmSeverity: alarm.severity.toLowerCase(),
+      alarmStatus: status,
+      alarmOriginatorEntityType: alarm.originator.entityType,
+      alarmOriginatorName: device?.name ?? alarm.originator.id,
+      alarmOriginatorId: alarm.originator.id,
+    });
+    return { values, status, customerId: device?.customerId ?? null };
+  }
+
+  /** Rules of `type` whose alarm type, severity and status filters let `alarm` through. */
+  #alarmRules<T extends AssignmentTrigger | CommentTrigger>(
+    type: T['triggerType'],
+    alarm: AlarmEvent['alarm'],
+  ): Array<{ rule: RuleRow; trigger: T }> {
+    const status = statusOf(alarm.acknowledged, alarm.cleared);
+    const out: Array<{ rule: RuleRow; trigger: T }> = [];
+    for (const rule of this.#store.rules.all()) {
+      if (rule.enabled !== 1 || rule.trigger_type !== type) continue;
+      const trigger = JSON.parse(rule.trigger_config) as T;
+      if (trigger.alarmTypes?.length && !trigger.alarmTypes.includes(alarm.type)) continue;
+      if (trigger.alarmSeverities?.length && !trigger.alarmSeverities.includes(alarm.severity))
+        continue;
+      if (trigger.alarmStatuses?.length && !statusMatches(status, trigger.alarmStatuses)) continue;
+      out.push({ rule, trigger });
+    }
+    return out;
+  }
+
+  /** ALARM_ASSIGNMENT rules (in the alarm's transaction, from `onAlarm`). */
+  #onAssignment(event: AlarmEvent): void {
+    if (event.action !== 'ASSIGNED' && event.action !== 'UNASSIGNED') return;
+    const { alarm } = event;
+    const rules = this.#alarmRules<AssignmentTrigger>('ALARM_ASSIGNMENT', alarm).filter((r) =>
+      r.trigger.notifyOn.includes(event.action as 'ASSIGNED' | 'UNASSIGNED'),
+    );
+    if (rules.length === 0) return;
+    const { values, customerId } = this.#alarmValues(alarm);
+    values.action = event.action.toLowerCase();
+    const assignee = alarm.assigneeId
+      ? this.deps.users.recipients({ ids: [alarm.assigneeId.id] })[0]
+      : undefined;
+    values.assigneeEmail = assignee?.email ?? '';
+    values.assigneeFirstName = assignee?.firstName ?? '';
+    values.assigneeLastName = assignee?.lastName ?? '';
+    values.assigneeId = alarm.assigneeId?.id ?? '';
+    for (const { rule } of rules) {
+      this.#fire(
+        {
+          ruleId: rule.id,
+          type: 'ALARM_ASSIGNMENT',
+          template: this.#methods(rule.template_id),
+          values,
+          customerId,
+          info: {
+            type: 'ALARM_ASSIGNMENT',
+            action: values.action,
+            alarmId: alarm.id.id,
+            alarmType: alarm.type,
+            alarmOriginator: alarm.originator,
+            alarmOriginatorName: values.alarmOriginatorName,
+            assigneeId: alarm.assigneeId,
+          },
+        },
+        ruleTargets(JSON.parse(rule.recipients_config)),
+      );
+    }
+  }
+
+  /**
+   * A user commented on an alarm, or edited a comment. Called inside the comment's transaction
+   * (AlarmService `onComment`): ALARM_COMMENT rules' notifications commit with it.
+   */
+  onAlarmComment(c: {
+    alarm: AlarmEvent['alarm'];
+    text: string;
+    user: { userId: string; email: string };
+    updated: boolean;
+  }): void {
+    try {
+      this.#savepoint(() => {
+        const rules = this.#alarmRules<CommentTrigger>('ALARM_COMMENT', c.alarm).filter(
+          (r) => !c.updated || r.trigger.notifyOnCommentUpdate === true,
+        );
+        if (rules.length === 0) return;
+        const { values, customerId } = this.#alarmValues(c.alarm);
+        const author = this.deps.users.recipients({ ids: [c.user.userId] })[0];
+        Object.assign(values, {
+          action: c.updated ? 'updated' : 'added',
+          comment: c.text,
+          userEmail: c.user.email,
+          userFirstName: author?.firstName ?? '',
+          userLastName: author?.lastName ?? '',
+        });
+        for (const { rule } of rules) {
+          this.#fire(
+            {
+              ruleId: rule.id,
+              type: 'ALARM_COMMENT',
+              template: this.#methods(rule.template_id),
+              values,
+              customerId,
+              info: {
+                type: 'ALARM_COMMENT',
+                action: values.action,
+                alarmId: c.alarm.id.id,
+                alarmType: c.alarm.type,
+                alarmOriginator: c.alarm.originator,
+                alarmOriginatorName: values.alarmOriginatorName,
+                comment: c.text,
+              },
+            },
+            ruleTargets(JSON.parse(rule.recipients_config)),
+          );
+        }
+      });
+    } catch (err) {
+      this.deps.log.error({ err, alarmId: c.alarm.id.id }, 'alarm comment notifications failed');
     }
   }
 

@@ -10,10 +10,21 @@ import { ALARM_SEVERITIES } from '../alarms/types.js';
 export const DELIVERY_METHODS = ['WEB', 'EMAIL', 'SMS', 'WEBHOOK'] as const;
 export type DeliveryMethod = (typeof DELIVERY_METHODS)[number];
 
-export const NOTIFICATION_TYPES = ['ALARM', 'DEVICE_ACTIVITY', 'GENERAL'] as const;
+export const NOTIFICATION_TYPES = [
+  'ALARM',
+  'ALARM_ASSIGNMENT',
+  'ALARM_COMMENT',
+  'DEVICE_ACTIVITY',
+  'GENERAL',
+] as const;
 export type NotificationType = (typeof NOTIFICATION_TYPES)[number];
 
-export const TRIGGER_TYPES = ['ALARM', 'DEVICE_ACTIVITY'] as const;
+export const TRIGGER_TYPES = [
+  'ALARM',
+  'ALARM_ASSIGNMENT',
+  'ALARM_COMMENT',
+  'DEVICE_ACTIVITY',
+] as const;
 export type TriggerType = (typeof TRIGGER_TYPES)[number];
 
 /** `notifyOn` of an ALARM rule (ThingsBoard's `AlarmAction`). */
@@ -133,13 +144,42 @@ const activityTrigger = z.looseObject({
 });
 export type ActivityTrigger = z.infer<typeof activityTrigger>;
 
+/** The alarm filters ALARM_ASSIGNMENT and ALARM_COMMENT rules share (ThingsBoard's). */
+const alarmFilters = {
+  alarmTypes: z.array(z.string()).nullish(),
+  alarmSeverities: z.array(z.enum(ALARM_SEVERITIES)).nullish(),
+  alarmStatuses: z.array(z.enum(ALARM_CLEAR_STATUSES)).nullish(),
+};
+
+const assignmentTrigger = z.looseObject({
+  triggerType: z.literal('ALARM_ASSIGNMENT'),
+  ...alarmFilters,
+  notifyOn: z.array(z.enum(['ASSIGNED', 'UNASSIGNED'])).min(1),
+});
+export type AssignmentTrigger = z.infer<typeof assignmentTrigger>;
+
+const commentTrigger = z.looseObject({
+  triggerType: z.literal('ALARM_COMMENT'),
+  ...alarmFilters,
+  /** Accepted; only user comments trigger here (system comments never do). */
+  onlyUserComments: z.boolean().nullish(),
+  /** Also notify when a comment is edited (default false). */
+  notifyOnCommentUpdate: z.boolean().nullish(),
+});
+export type CommentTrigger = z.infer<typeof commentTrigger>;
+
 export const ruleBody = z.looseObject({
   id: idRef.nullish(),
   name,
   enabled: z.boolean().default(true),
   templateId: idRef,
   triggerType: z.enum(TRIGGER_TYPES),
-  triggerConfig: z.discriminatedUnion('triggerType', [alarmTrigger, activityTrigger]),
+  triggerConfig: z.discriminatedUnion('triggerType', [
+    alarmTrigger,
+    assignmentTrigger,
+    commentTrigger,
+    activityTrigger,
+  ]),
   recipientsConfig: z.looseObject({
     triggerType: z.enum(TRIGGER_TYPES).optional(),
     /** ALARM: delay in seconds -> target ids. */
@@ -151,7 +191,7 @@ export const ruleBody = z.looseObject({
 });
 export type RuleInput = z.infer<typeof ruleBody>;
 
-export type TriggerConfig = AlarmTrigger | ActivityTrigger;
+export type TriggerConfig = AlarmTrigger | AssignmentTrigger | CommentTrigger | ActivityTrigger;
 
 /** One inbox entry (ThingsBoard's `Notification`). */
 export interface Notification {

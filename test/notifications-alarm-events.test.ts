@@ -1,0 +1,100 @@
+/**
+ * ThingsBoard's ALARM_ASSIGNMENT and ALARM_COMMENT notification triggers (issue 14 §7, platform.md
+ * §8) over REST: an alarm assigned, commented on, the comment edited, then unassigned; an email
+ * to a real SMTP server for each assignment change and for the new comment (not for the edit,
+ * `notifyOnCommentUpdate` false), with the placeholders filled in, in order. The deliveries are
+ * written in the alarm's (or the comment's) own transaction.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
+import { adminPost, raiseAlarm, startSmtp } from './helpers/notify.js';
+
+describe('ALARM_ASSIGNMENT and ALARM_COMMENT notifications', () => {
+  let t: TestGateway;
+  let admin: string;
+  let smtp: Awaited<ReturnType<typeof startSmtp>>;
+  before(async () => {
+    smtp = await startSmtp();
+    t = await startGateway({ config: { notifications: { retryBaseMs: 50, retryMaxMs: 300 } } });
+    admin = await t.adminToken();
+    await adminPost(t, '/api/admin/settings', {
+      key: 'mail',
+      jsonValue: { mailFrom: 'gateway@plant.local', smtpHost: '127.0.0.1', smtpPort: smtp.port },
+    });
+    const target = await adminPost(t, '/api/notification/target', {
+      name: 'Shift lead',
+      configuration: { type: 'EMAIL_ADDRESSES', emails: ['lead@plant.local'] },
+    });
+    const rule = async (
+      type: string,
+      email: { subject: string; body: string },
+      trigger: object,
+    ) => {
+      const template = await adminPost(t, '/api/notification/template', {
+        name: type,
+        notificationType: type,
+        configuration: {
+          deliveryMethodsTemplates: { EMAIL: { method: 'EMAIL', enabled: true, ...email } },
+        },
+      });
+      await adminPost(t, '/api/notification/rule', {
+        name: type,
+        templateId: template.id,
+        triggerType: type,
+        triggerConfig: { triggerType: type, ...trigger },
+        recipientsConfig: { triggerType: type, targets: [target.id.id] },
+      });
+    };
+    await rule(
+      'ALARM_ASSIGNMENT',
+      {
+        subject: '${alarmType} ${action}',
+        body: '${alarmOriginatorName} (${alarmSeverity}) to ${assigneeEmail}.',
+      },
+      { notifyOn: ['ASSIGNED', 'UNASSIGNED'], alarmTypes: ['Overpressure'] },
+    );
+    await rule(
+      'ALARM_COMMENT',
+      { subject: 'Comment ${action} on ${alarmType}', body: '${userEmail}: ${comment}' },
+      { alarmStatuses: ['ACTIVE'], notifyOnCommentUpdate: false },
+    );
+  });
+  after(async () => {
+    await t.close();
+    await smtp.close();
+  });
+
+  it('emails the assignment, the new comment and the unassignment, not the edit', async () => {
+    const device = await createDevice(t, 'Tank 4');
+    const alarmId = await raiseAlarm(t, device.id, 'Overpressure', {}, 'MAJOR');
+    const me = (await (await t.api('/api/auth/user', { token: admin })).json()) as {
+      id: { id: string };
+      email: string;
+    };
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await t.api(path, { method, body, token: admin });
+      assert.equal(res.status, 200, `${path}: ${await res.clone().text()}`);
+      return (await res.json().catch(() => undefined)) as { id: { id: string } } | undefined;
+    };
+    await call('POST', `/api/alarm/${alarmId}/assign/${me.id.id}`);
+    const comment = await call('POST', `/api/alarm/${alarmId}/comment`, {
+      comment: { text: 'Relief valve checked' },
+    });
+    await call('POST', `/api/alarm/${alarmId}/comment`, {
+      id: comment?.id,
+      comment: { text: 'Relief valve replaced' },
+    });
+    await call('DELETE', `/api/alarm/${alarmId}/assign`);
+    await waitFor(() => smtp.mails.length >= 3, 20_000, 'three emails');
+    const subjects = smtp.mails.map((m) => /^Subject: (.*)$/m.exec(m.data)?.[1]);
+    assert.deepEqual(subjects, [
+      'Overpressure assigned',
+      'Comment added on Overpressure',
+      'Overpressure unassigned',
+    ]);
+    assert.match(smtp.mails[0].data, new RegExp(`Tank 4 \\(major\\) to ${me.email}\\.`));
+    assert.match(smtp.mails[1].data, new RegExp(`${me.email}: Relief valve checked`));
+    assert.deepEqual(smtp.mails[2].to, ['lead@plant.local']);
+  });
+});
