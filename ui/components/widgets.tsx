@@ -4,9 +4,12 @@ import { useApp } from '../lib/app-context.js';
 import {
   type DashboardConfig,
   type DataKey,
+  type Datasource,
   type EntityAlias,
   effectiveTimewindow,
+  stateActions,
   type Widget,
+  type WidgetAction,
   type WidgetKind,
   widgetTypeName,
 } from '../lib/dashboard-model.js';
@@ -50,11 +53,19 @@ export function useVisibleDevices(): { devices: Entity[] | undefined; error: str
 }
 
 /** The devices an alias names (platform.md §5 filter types); other filter types resolve to none. */
-export function resolveAlias(alias: EntityAlias | undefined, devices: Entity[]): Entity[] {
+export function resolveAlias(
+  alias: EntityAlias | undefined,
+  devices: Entity[],
+  stateEntityId?: string,
+): Entity[] {
   if (!alias) return [];
   const f = alias.filter;
   let found: Entity[] = [];
   switch (f.type) {
+    case 'stateEntity':
+      // The entity the dashboard state was opened with (a row of an entities table).
+      found = devices.filter((d) => d.id === stateEntityId);
+      break;
     case 'singleEntity':
       found = devices.filter((d) => d.id === f.singleEntity?.id);
       break;
@@ -139,16 +150,24 @@ export interface WidgetProps {
   kind: WidgetKind | undefined;
   dashboard: DashboardConfig;
   devices: Entity[];
+  /** The current state's entity (aliases of type `stateEntity`). */
+  stateEntityId?: string;
+  /** Runs a state action (`openDashboardState`, `updateDashboardState`) with an entity. */
+  onAction?: (a: WidgetAction, entity?: Entity) => void;
 }
 
 /** One widget's body by its kind; an unsupported type shows a placeholder naming it. */
 export function WidgetBody(props: WidgetProps) {
   const w = props.widget;
   const aliases = props.dashboard.entityAliases ?? {};
-  const sources = (w.config.datasources ?? []).map((ds) => ({
+  // An alarms table names its entities in `alarmSource` (ThingsBoard's alarm widgets).
+  const alarmSource =
+    props.kind === 'alarms' ? (w.config.alarmSource as Datasource | undefined) : undefined;
+  const datasources = alarmSource ? [alarmSource] : (w.config.datasources ?? []);
+  const sources = datasources.map((ds) => ({
     entities:
       ds.type === 'entity' || ds.entityAliasId
-        ? resolveAlias(aliases[ds.entityAliasId ?? ''], props.devices)
+        ? resolveAlias(aliases[ds.entityAliasId ?? ''], props.devices, props.stateEntityId)
         : [],
     keys: ds.dataKeys ?? [],
   }));
@@ -324,6 +343,8 @@ function CardsWidget(props: DataProps & { gauge: boolean }) {
 function EntitiesWidget(props: DataProps) {
   const dataKeys = props.keys.filter((k) => k.type !== 'entityField');
   const latest = useLatest(props.entities, dataKeys);
+  const rowAction = stateActions(props.widget, 'rowClick')[0];
+  const onAction = props.onAction;
   return (
     <div class="scroll">
       <table aria-label={props.widget.config.title ?? 'Entities'}>
@@ -339,7 +360,13 @@ function EntitiesWidget(props: DataProps) {
           {props.entities.map((e) => (
             <tr key={e.id}>
               <td>
-                <Link href={`/devices/${e.id}`}>{e.name}</Link>
+                {rowAction && onAction ? (
+                  <button type="button" class="link" onClick={() => onAction(rowAction, e)}>
+                    {e.name}
+                  </button>
+                ) : (
+                  <Link href={`/devices/${e.id}`}>{e.name}</Link>
+                )}
               </td>
               {dataKeys.map((k) => (
                 <td key={k.name} class="value">
@@ -402,12 +429,16 @@ function ControlWidget(props: WidgetProps) {
     resolveAlias(
       aliases[target?.entityAliasId ?? w.config.targetDeviceAliasIds?.[0] ?? ''],
       props.devices,
+      props.stateEntityId,
     )[0]?.id;
   const [on, setOn] = useState(false);
   const [status, setStatus] = useState('');
   const title = w.config.title ?? (props.kind === 'switch' ? 'Switch' : 'Button');
   if (!targetId) return <p class="muted">No target device.</p>;
   const send = async (value: boolean | undefined) => {
+    // The switch shows the new position at once (no jump back while the RPC is under way).
+    const before = on;
+    if (value !== undefined) setOn(value);
     setStatus('Sending…');
     try {
       const attrKey =
@@ -435,9 +466,9 @@ function ControlWidget(props: WidgetProps) {
           body: { method, params, timeout: Number(s.requestTimeout ?? 5000) },
         });
       }
-      if (value !== undefined) setOn(value);
       setStatus('Done');
     } catch (err) {
+      if (value !== undefined) setOn(before);
       setStatus(errorText(err));
     }
   };

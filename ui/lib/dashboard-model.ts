@@ -48,8 +48,35 @@ export interface Widget {
     settings?: Record<string, unknown>;
     units?: string;
     decimals?: number;
+    /** ThingsBoard's widget actions by source (`headerButton`, `rowClick`, ...). */
+    actions?: Record<string, WidgetAction[]>;
     [k: string]: unknown;
   };
+}
+
+/** A widget action (platform.md §5); the page runs the two that change the dashboard state. */
+export interface WidgetAction {
+  id?: string;
+  name?: string;
+  type: string;
+  targetDashboardStateId?: string | null;
+  setEntityId?: boolean;
+  openRightLayout?: boolean;
+}
+
+const STATE_ACTIONS = ['openDashboardState', 'updateDashboardState'];
+
+/** The widget's actions of `source` that open or switch a dashboard state. */
+export function stateActions(w: Widget, source: string): WidgetAction[] {
+  return (w.config.actions?.[source] ?? []).filter(
+    (a) => STATE_ACTIONS.includes(a.type) && a.targetDashboardStateId,
+  );
+}
+
+/** Where the dashboard is: a stack of states (root first), each with its entity, if any. */
+export interface StateEntry {
+  id: string;
+  entityId?: string;
 }
 
 export interface LayoutWidget {

@@ -26,8 +26,11 @@ import {
   type LayoutWidget,
   newWidget,
   rootState,
+  type StateEntry,
+  stateActions,
   type Timewindow,
   type Widget,
+  type WidgetAction,
   type WidgetKind,
   widgetKind,
   widgetMap,
@@ -187,13 +190,27 @@ export function DashboardPage(props: { params: Record<string, string> }) {
   const [draft, setDraft] = useState<Dashboard | null>(null);
   const [editing, setEditing] = useState(false);
   const [configuring, setConfiguring] = useState<Widget | 'new' | null>(null);
+  /** Opened states above the root one (widget actions push or replace them). */
+  const [stack, setStack] = useState<StateEntry[]>([]);
   const save = useAction();
   const dash = draft ?? loaded.data;
   if (!dash || !devices) return <ErrorText error={loaded.error || devError || undefined} />;
   const cfg: DashboardConfig = dash.configuration ?? {};
   const widgets = widgetMap(cfg);
-  const stateId = rootState(cfg);
-  const layout = cfg.states?.[stateId]?.layouts?.main?.widgets ?? {};
+  const root = rootState(cfg);
+  const top = stack.at(-1);
+  const stateId = top && cfg.states?.[top.id] ? top.id : root;
+  const state = cfg.states?.[stateId];
+  const layout = state?.layouts?.main?.widgets ?? {};
+  const right = state?.layouts?.right?.widgets ?? {};
+  const onAction = (a: WidgetAction, entity?: Entity) => {
+    const target = a.targetDashboardStateId;
+    if (!target || !cfg.states?.[target]) return;
+    const entry = { id: target, entityId: a.setEntityId === false ? undefined : entity?.id };
+    if (target === root) setStack([]);
+    else if (a.type === 'updateDashboardState') setStack((s) => [...s.slice(0, -1), entry]);
+    else setStack((s) => [...s, entry]);
+  };
   const update = (next: DashboardConfig) => setDraft({ ...dash, configuration: next });
   const setLayout = (wid: string, l: LayoutWidget | undefined) => {
     const states = { ...(cfg.states ?? {}) };
@@ -210,6 +227,7 @@ export function DashboardPage(props: { params: Record<string, string> }) {
     return states;
   };
   const placed = Object.entries(layout).filter(([wid]) => widgets[wid]);
+  const placedRight = Object.entries(right).filter(([wid]) => widgets[wid]);
   const doSave = () =>
     void save.run(async () => {
       const saved = await api<Dashboard>('/api/dashboard', {
@@ -280,106 +298,146 @@ export function DashboardPage(props: { params: Record<string, string> }) {
         )}
       </div>
       {!admin && <p class="muted">Read-only</p>}
+      {stack.length > 0 && (
+        <nav class="row" aria-label="Dashboard states">
+          <button type="button" onClick={() => setStack((s) => s.slice(0, -1))}>
+            Back
+          </button>
+          <span>
+            {[root, ...stack.map((e) => e.id)]
+              .map((id) => cfg.states?.[id]?.name ?? id)
+              .join(' › ')}
+          </span>
+        </nav>
+      )}
       <ErrorText error={save.error} />
-      <div class="grid">
-        {placed.map(([wid, l]) => {
-          const w = widgets[wid];
-          const kind = widgetKind(w);
-          const title = w.config.title ?? '';
-          return (
-            <article
-              key={wid}
-              class="widget card"
-              aria-label={title || 'Widget'}
-              data-kind={kind ?? 'unsupported'}
-              style={{
-                '--c': l.col + 1,
-                '--w': l.sizeX,
-                '--r': l.row + 1,
-                '--h': l.sizeY,
-                order: l.mobileOrder ?? l.row * 100 + l.col,
-              }}
-            >
-              {w.config.showTitle !== false && title && <h2>{title}</h2>}
-              {editing && (
-                <div class="widget-tools" role="toolbar" aria-label={`Arrange ${title}`}>
-                  <button type="button" onClick={() => setConfiguring(w)}>
-                    Configure
-                  </button>
-                  <button
-                    type="button"
-                    aria-label="Move left"
-                    onClick={() => move(wid, (x) => ({ ...x, col: x.col - 1 }))}
-                  >
-                    ←
-                  </button>
-                  <button
-                    type="button"
-                    aria-label="Move right"
-                    onClick={() => move(wid, (x) => ({ ...x, col: x.col + 1 }))}
-                  >
-                    →
-                  </button>
-                  <button
-                    type="button"
-                    aria-label="Move up"
-                    onClick={() => move(wid, (x) => ({ ...x, row: x.row - 1 }))}
-                  >
-                    ↑
-                  </button>
-                  <button
-                    type="button"
-                    aria-label="Move down"
-                    onClick={() => move(wid, (x) => ({ ...x, row: x.row + 1 }))}
-                  >
-                    ↓
-                  </button>
-                  <button
-                    type="button"
-                    aria-label="Wider"
-                    onClick={() => move(wid, (x) => ({ ...x, sizeX: x.sizeX + 1 }))}
-                  >
-                    ⇔+
-                  </button>
-                  <button
-                    type="button"
-                    aria-label="Narrower"
-                    onClick={() => move(wid, (x) => ({ ...x, sizeX: x.sizeX - 1 }))}
-                  >
-                    ⇔−
-                  </button>
-                  <button
-                    type="button"
-                    aria-label="Taller"
-                    onClick={() => move(wid, (x) => ({ ...x, sizeY: x.sizeY + 1 }))}
-                  >
-                    ⇕+
-                  </button>
-                  <button
-                    type="button"
-                    aria-label="Shorter"
-                    onClick={() => move(wid, (x) => ({ ...x, sizeY: x.sizeY - 1 }))}
-                  >
-                    ⇕−
-                  </button>
-                  <button
-                    type="button"
-                    onClick={() => {
-                      const next = { ...widgets };
-                      delete next[wid];
-                      update({ ...cfg, widgets: next, states: setLayout(wid, undefined) });
+      <div class={placedRight.length > 0 ? 'layouts with-right' : 'layouts'}>
+        {(
+          [
+            ['main', placed],
+            ['right', placedRight],
+          ] as const
+        )
+          .filter(([, list]) => list.length > 0)
+          .map(([layoutName, list]) => (
+            <div key={`${stateId}-${layoutName}`} class="grid" data-layout={layoutName}>
+              {list.map(([wid, l]) => {
+                const w = widgets[wid];
+                const kind = widgetKind(w);
+                const title = w.config.title ?? '';
+                return (
+                  <article
+                    key={wid}
+                    class="widget card"
+                    aria-label={title || 'Widget'}
+                    data-kind={kind ?? 'unsupported'}
+                    style={{
+                      '--c': l.col + 1,
+                      '--w': l.sizeX,
+                      '--r': l.row + 1,
+                      '--h': l.sizeY,
+                      order: l.mobileOrder ?? l.row * 100 + l.col,
                     }}
                   >
-                    Remove
-                  </button>
-                </div>
-              )}
-              <div class="widget-body">
-                <WidgetBody widget={w} kind={kind} dashboard={cfg} devices={devices} />
-              </div>
-            </article>
-          );
-        })}
+                    {w.config.showTitle !== false && title && <h2>{title}</h2>}
+                    {stateActions(w, 'headerButton').map((act) => (
+                      <button
+                        key={act.id ?? act.name}
+                        type="button"
+                        class="widget-action"
+                        onClick={() => onAction(act)}
+                      >
+                        {act.name ?? act.targetDashboardStateId}
+                      </button>
+                    ))}
+                    {editing && layoutName === 'main' && (
+                      <div class="widget-tools" role="toolbar" aria-label={`Arrange ${title}`}>
+                        <button type="button" onClick={() => setConfiguring(w)}>
+                          Configure
+                        </button>
+                        <button
+                          type="button"
+                          aria-label="Move left"
+                          onClick={() => move(wid, (x) => ({ ...x, col: x.col - 1 }))}
+                        >
+                          ←
+                        </button>
+                        <button
+                          type="button"
+                          aria-label="Move right"
+                          onClick={() => move(wid, (x) => ({ ...x, col: x.col + 1 }))}
+                        >
+                          →
+                        </button>
+                        <button
+                          type="button"
+                          aria-label="Move up"
+                          onClick={() => move(wid, (x) => ({ ...x, row: x.row - 1 }))}
+                        >
+                          ↑
+                        </button>
+                        <button
+                          type="button"
+                          aria-label="Move down"
+                          onClick={() => move(wid, (x) => ({ ...x, row: x.row + 1 }))}
+                        >
+                          ↓
+                        </button>
+                        <button
+                          type="button"
+                          aria-label="Wider"
+                          onClick={() => move(wid, (x) => ({ ...x, sizeX: x.sizeX + 1 }))}
+                        >
+                          ⇔+
+                        </button>
+                        <button
+                          type="button"
+                          aria-label="Narrower"
+                          onClick={() => move(wid, (x) => ({ ...x, sizeX: x.sizeX - 1 }))}
+                        >
+                          ⇔−
+                        </button>
+                        <button
+                          type="button"
+                          aria-label="Taller"
+                          onClick={() => move(wid, (x) => ({ ...x, sizeY: x.sizeY + 1 }))}
+                        >
+                          ⇕+
+                        </button>
+                        <button
+                          type="button"
+                          aria-label="Shorter"
+                          onClick={() => move(wid, (x) => ({ ...x, sizeY: x.sizeY - 1 }))}
+                        >
+                          ⇕−
+                        </button>
+                        <button
+                          type="button"
+                          onClick={() => {
+                            const next = { ...widgets };
+                            delete next[wid];
+                            update({ ...cfg, widgets: next, states: setLayout(wid, undefined) });
+                          }}
+                        >
+                          Remove
+                        </button>
+                      </div>
+                    )}
+                    <div class="widget-body">
+                      <WidgetBody
+                        widget={w}
+                        kind={kind}
+                        dashboard={cfg}
+                        devices={devices}
+                        stateEntityId={top?.entityId}
+                        onAction={onAction}
+                      />
+                    </div>
+                  </article>
+                );
+              })}
+            </div>
+          ))}
       </div>
       {placed.length === 0 && <p>No widgets yet.</p>}
       {configuring && (
