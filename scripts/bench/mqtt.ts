@@ -149,6 +149,20 @@ type GenMsg =
 // ---------------------------------------------------------------------------------------------
 // Load generator (child process)
 
+/** The NDEATH will of the generator's edge node `index` (bdSeq 0). */
+function sparkplugWill(index: number) {
+  const codec = sparkplugCodec('spBv1.0');
+  if (!codec) throw new Error('no spBv1.0 codec');
+  return {
+    topic: `spBv1.0/Bench/NDEATH/node${index}-${process.pid}`,
+    payload: Buffer.from(
+      codec.encodePayload({ metrics: [{ name: 'bdSeq', type: 'UInt64' as const, value: 0 }] }),
+    ),
+    qos: 1 as const,
+    retain: false,
+  };
+}
+
 async function runGenerator(p: GenParams): Promise<void> {
   const send = (m: GenMsg) => process.send?.(m);
   const clients: MqttClient[] = await Promise.all(
@@ -165,6 +179,8 @@ async function runGenerator(p: GenParams): Promise<void> {
             keepalive: 60,
             reconnectPeriod: 0,
             connectTimeout: 30_000,
+            // A Sparkplug node leaves its death certificate as its will (transport-profiles §4.1).
+            ...(p.payload === 'sparkplug' ? { will: sparkplugWill(i) } : {}),
           });
           c.once('connect', () => resolve(c));
           c.once('error', reject);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { typeNumber } from './value-typing.js';
+import { typeBinaryDouble, typeNumber } from './value-typing.js';
 
 describe('typeNumber', () => {
   const cases: Array<[string, string, unknown]> = [
@@ -48,5 +48,44 @@ describe('typeNumber', () => {
       assert.throws(() => typeNumber(raw, 'b0'), /key \[b0\] is out of the double range/, raw);
     }
     assert.equal(typeNumber('1.7e308', 'k').kind, 'double');
+  });
+});
+
+describe('typeBinaryDouble', () => {
+  it('types a double as its JsonFormat text would be typed (`40.0`, shortest digits otherwise)', () => {
+    const viaText = (n: number) =>
+      Number.isInteger(n) && Math.abs(n) < 1e21
+        ? typeNumber(`${n}.0`, 'k')
+        : typeNumber(String(n), 'k');
+    const samples = [
+      0,
+      -0,
+      1,
+      -1,
+      40,
+      1.5,
+      0.1,
+      0.12345678901234567,
+      1e-7,
+      9.999999999999998,
+      1e20,
+      1e21,
+      1.5e21,
+      -2.5e300,
+      123456.789,
+      2 ** 53 + 2,
+    ];
+    // Random values of every magnitude, and many around 1 where the digit count is largest.
+    let seed = 42;
+    const rnd = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    for (let i = 0; i < 20_000; i++) {
+      samples.push((rnd() - 0.5) * 10 ** Math.floor(rnd() * 30 - 10));
+      samples.push(1 + rnd() * 9);
+    }
+    for (const n of samples) assert.deepEqual(typeBinaryDouble(n, 'k'), viaText(n), String(n));
+    assert.deepEqual(typeBinaryDouble(Number.NaN, 'k'), { kind: 'string', value: 'NaN' });
   });
 });

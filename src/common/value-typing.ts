@@ -104,7 +104,10 @@ export function typeBinaryDouble(
   maxValueLength = Number.POSITIVE_INFINITY,
 ): TypedValue {
   if (!Number.isFinite(n)) return { kind: 'string', value: String(n) };
-  if (Number.isInteger(n) && Math.abs(n) < 1e21) return { kind: 'double', value: n || 0 };
+  const abs = Math.abs(n);
+  // Integral, or at least 1 (the shortest text has at most 17 digits, one or more of them before
+  // the point, so at most 16 decimals and no exponent below 1e21): a plain DOUBLE, no text needed.
+  if (abs < 1e21 && (abs >= 1 || Number.isInteger(n))) return { kind: 'double', value: n || 0 };
   return typeNumber(String(n), key, maxValueLength);
 }
 
