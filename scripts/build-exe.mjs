@@ -30,7 +30,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import * as esbuild from 'esbuild';
 import { buildUi } from './build-ui.mjs';
-import { ROOT, serverOptions } from './esbuild.mjs';
+import { NODE_FLAGS, ROOT, serverOptions } from './esbuild.mjs';
 
 const require = createRequire(import.meta.url);
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
@@ -325,6 +325,8 @@ async function buildExe(arch) {
     useSnapshot: false,
     // A code cache is made for this machine's processor: none, so one blob fits both.
     useCodeCache: false,
+    // The gateway's V8 flags (scripts/esbuild.mjs); NODE_OPTIONS can still add to them.
+    execArgv: NODE_FLAGS,
     assets: {
       'manifest.json': join(work, 'manifest.json'),
       ...Object.fromEntries(files.map((f) => [f.name, join(assets, f.name)])),

@@ -68,12 +68,6 @@ async function nodeProcess(
   }
 }
 
-/** `serve` flags a bundle of an earlier version understands (no HTTPS flags). */
-const TLS_FLAGS = ['--https-port', '--mqtt-tls-port'];
-const BASELINE_FLAGS = LOOPBACK_EPHEMERAL.filter(
-  (arg, i, all) => !TLS_FLAGS.includes(arg) && !TLS_FLAGS.includes(all[i - 1]),
-);
-
 async function gateway(
   idleMs: number,
   env: Record<string, string>,
@@ -88,7 +82,7 @@ async function gateway(
         'serve',
         '--data-dir',
         dataDir,
-        ...(baseline ? BASELINE_FLAGS : LOOPBACK_EPHEMERAL),
+        ...LOOPBACK_EPHEMERAL,
         '--log-level',
         'info',
         ...args,
