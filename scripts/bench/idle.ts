@@ -10,7 +10,9 @@
  * - `baseline gateway`: another build's bundle (`--baseline path/to/edge-gateway.mjs`);
  * - `executable`: the single executable (`--exe dist/edge-gateway-linux-x64`, npm run build:exe),
  *   its files already in its cache folder (second start);
- * - `gateway VARIANT`: the same with NODE_OPTIONS from `--variant 'name=flags'` (repeatable).
+ * - `baseline executable`: another build's (`--baseline-exe path`);
+ * - `gateway VARIANT`: the same with NODE_OPTIONS from `--variant 'name=flags'` (repeatable; words
+ *   like `MALLOC_ARENA_MAX=2` go to its environment instead).
  * RSS is read from /proc after `--idle` seconds (default 5), with the anonymous and file-backed
  * parts and the thread count; the gateway's V8 heap comes from its /metrics.
  *
@@ -78,15 +80,7 @@ async function gateway(
   const start = async (dataDir: string) => {
     const started = performance.now();
     const proc = await spawnGateway(
-      [
-        'serve',
-        '--data-dir',
-        dataDir,
-        ...LOOPBACK_EPHEMERAL,
-        '--log-level',
-        'info',
-        ...args,
-      ],
+      ['serve', '--data-dir', dataDir, ...LOOPBACK_EPHEMERAL, '--log-level', 'info', ...args],
       {
         env: { EDGE_ADMIN_EMAIL: 'bench@local', EDGE_ADMIN_PASSWORD: 'bench-password-1', ...env },
         bundle: baseline,
@@ -142,14 +136,25 @@ async function main(): Promise<void> {
       variant: { type: 'string', multiple: true, default: [] },
       baseline: { type: 'string' },
       exe: { type: 'string' },
+      'baseline-exe': { type: 'string' },
       'no-build': { type: 'boolean', default: false },
     },
   });
   if (!values['no-build']) buildBundle();
   const idleMs = Number(values.idle) * 1000;
+  // 'name=--flag VAR=value': NAME=value words go to the environment, the rest to NODE_OPTIONS.
   const variants = (values.variant ?? []).map((v) => {
     const eq = v.indexOf('=');
-    return { name: v.slice(0, eq), flags: v.slice(eq + 1) };
+    const words = v
+      .slice(eq + 1)
+      .split(' ')
+      .filter((w) => w !== '');
+    const isEnv = (w: string) => /^[A-Z_]+=/.test(w);
+    const env = Object.fromEntries(
+      words.filter(isEnv).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
+    );
+    const flags = words.filter((w) => !isEnv(w)).join(' ');
+    return { name: v.slice(0, eq), env: flags ? { ...env, NODE_OPTIONS: flags } : env };
   });
   console.log(
     `Idle memory benchmark: ${values.runs} alternating runs, measured after ${values.idle} s idle`,
@@ -171,10 +176,14 @@ await import(${JSON.stringify(BUNDLE)});`;
     add('gateway', await gateway(idleMs, {}));
     add('gateway --https false', await gateway(idleMs, {}, ['--https', 'false']));
     if (values.baseline) add('baseline gateway', await gateway(idleMs, {}, [], values.baseline));
+    if (values['baseline-exe'])
+      add(
+        'baseline executable',
+        await gateway(idleMs, {}, [], undefined, [resolve(values['baseline-exe'])]),
+      );
     if (values.exe)
       add('executable', await gateway(idleMs, {}, [], undefined, [resolve(values.exe)]));
-    for (const v of variants)
-      add(`gateway ${v.name}`, await gateway(idleMs, { NODE_OPTIONS: v.flags }));
+    for (const v of variants) add(`gateway ${v.name}`, await gateway(idleMs, v.env));
   }
 
   const f = (n: number | undefined) => (n === undefined ? '' : n.toFixed(1));
