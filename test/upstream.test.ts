@@ -185,6 +185,47 @@ describe('upstream sync to a cloud ThingsBoard (gateway API, a real broker as th
     });
   });
 
+  it('disconnects a device in the cloud when its MQTT session ends, after its data; HTTP devices stay connected', async () => {
+    const device = await createDevice(t, 'Session 5');
+    const forDevice = () =>
+      cloud.messages
+        .filter((m) => JSON.stringify(m.body).includes('Session 5'))
+        .map((m) => m.topic);
+    const session = await mqttConnect(t.gw.ports.mqtt, { username: device.token, clientId: 's5' });
+    await session.publishAsync('v1/devices/me/telemetry', '{"ts":1700000020000,"values":{"v":1}}', {
+      qos: 1,
+    });
+    await session.endAsync();
+    await waitFor(
+      () => forDevice().includes('v1/gateway/disconnect'),
+      10_000,
+      'the disconnect of Session 5',
+    );
+    const seen = forDevice();
+    // Its reading went up before its disconnect.
+    assert.ok(
+      seen.indexOf('v1/gateway/telemetry') < seen.indexOf('v1/gateway/disconnect'),
+      `${seen}`,
+    );
+    assert.deepEqual(cloud.on('v1/gateway/disconnect').at(-1), { device: 'Session 5' });
+    // A new session connects it again.
+    const again = await mqttConnect(t.gw.ports.mqtt, { username: device.token, clientId: 's5' });
+    await waitFor(
+      () =>
+        forDevice().lastIndexOf('v1/gateway/connect') >
+        forDevice().indexOf('v1/gateway/disconnect'),
+      10_000,
+      'Session 5 connected again',
+    );
+    await again.endAsync();
+    // The HTTP long-polling device of the RPC test is never disconnected.
+    assert.ok(
+      !cloud
+        .on('v1/gateway/disconnect')
+        .some((b) => (b as { device: string }).device === 'Meter 2'),
+    );
+  });
+
   it('requests the shared attributes of its devices on connect and applies what the cloud has', async () => {
     const admin = await t.adminToken();
     await t.api(`/api/plugins/telemetry/DEVICE/${pump.id}/attributes/SHARED_SCOPE`, {

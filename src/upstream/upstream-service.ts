@@ -144,6 +144,10 @@ export class UpstreamService {
   #nextFlightId = 1;
   /** Devices announced (`v1/gateway/connect`) on this connection. */
   readonly #announced = new Set<string>();
+  /** Devices whose session closed: their disconnect goes once the data up to this seq is sent. */
+  readonly #closing = new Map<string, number>();
+  /** Last seq of the last publish sent on this connection. */
+  #sentUpTo = 0;
   /** Attribute requests waiting for their response: id → device and keys. */
   readonly #attrRequests = new Map<number, { device: string; keys: readonly string[] }>();
   #nextRequestId = 1;
@@ -232,6 +236,9 @@ export class UpstreamService {
       if (scope !== 'SERVER_SCOPE') return;
       const kv = values.find((v) => v.key === OPT_OUT_KEY);
       if (kv) this.#setOptOut(deviceId, kv.value === false);
+      // Device activity (ThingsBoard's server attributes) marks a session opening or closing.
+      if (values.some((v) => v.key === 'lastDisconnectTime')) this.#session(deviceId, false);
+      else if (values.some((v) => v.key === 'lastConnectTime')) this.#session(deviceId, true);
     });
     bus.on(OWNER, 'attributes.deleted', ({ deviceId, scope, keys }) => {
       if (scope === 'SERVER_SCOPE' && keys.includes(OPT_OUT_KEY)) this.#setOptOut(deviceId, false);
@@ -403,6 +410,39 @@ export class UpstreamService {
     return (bits & yes) !== 0;
   }
 
+  /**
+   * A local device's session (an MQTT connection, a CoAP observation) opened or closed. Closed:
+   * `v1/gateway/disconnect` once the publishes of everything committed before it are sent (MQTT
+   * keeps their order), so its last data still goes up as connected. Opened: announced again at
+   * once (`v1/gateway/connect` and its shared attributes requested). Rule: docs/upstream.md.
+   */
+  #session(deviceId: string, open: boolean): void {
+    if (!this.enabled) return;
+    const device = this.#deps.devices.identity(deviceId);
+    if (!device || this.#optOut.has(device.rid)) return;
+    if (open) {
+      this.#closing.delete(device.name);
+      if (this.#connected) this.#announce(this.#localDevices(device.id));
+      return;
+    }
+    if (this.#closing.size >= MAX_ANNOUNCED) this.#closing.clear();
+    this.#closing.set(device.name, this.outbox.lastSeq);
+    this.#sendDisconnects();
+  }
+
+  /** Disconnects whose device's earlier data has gone out (`#sentUpTo`), or had nothing to send. */
+  #sendDisconnects(): void {
+    if (!this.#connected) return;
+    const sentAll = this.#cursor >= this.outbox.lastSeq && this.#ahead.length === 0;
+    for (const [name, seq] of this.#closing) {
+      if (seq > this.#sentUpTo && !sentAll) continue;
+      this.#closing.delete(name);
+      if (this.#announced.delete(name)) {
+        this.#publishControl('v1/gateway/disconnect', { device: name });
+      }
+    }
+  }
+
   #setOptOut(deviceId: string, out: boolean): void {
     const device = this.#deps.devices.identity(deviceId);
     if (!device) return;
@@ -538,6 +578,7 @@ export class UpstreamService {
     if (lowest !== undefined) this.#cursor = lowest - 1;
     this.#ahead = [];
     this.#inFlight.clear();
+    this.#sentUpTo = 0;
     clearTimeout(this.#paceTimer);
     this.#paceTimer = undefined;
     if (wasUp) {
@@ -608,6 +649,8 @@ export class UpstreamService {
       const id = this.#nextFlightId++;
       this.#inFlight.set(id, flight);
       this.#send(client, id, flight);
+      this.#sentUpTo = flight.last;
+      this.#sendDisconnects();
       let gap = this.#msgRate > 0 ? 1000 / this.#msgRate : 0;
       if (this.#pointRate > 0 && pub.points > 0)
         gap = Math.max(gap, (1000 * pub.points) / this.#pointRate);
