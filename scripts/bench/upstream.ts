@@ -10,7 +10,8 @@
  *    (target ≤ +10 %), so that a machine that cannot reach the rate still compares alike.
  *    after `--warmup` seconds of the same load on each (not counted).
  * Usage: npm run bench:upstream [-- --backlog 100000 --rate 5000 --seconds 10 --rounds 2]
- *   `--cpu-only` skips 1 and 2; `--prof-dir DIR` writes a V8 CPU profile of each gateway there.
+ *   `--cpu-only` skips 1 and 2; `--prof-dir DIR` writes a V8 CPU profile of each gateway there;
+ *   `--before BUNDLE` runs another build's off/on pair in the same CPU rounds (side by side).
  */
 
 import { join } from 'node:path';
@@ -43,6 +44,8 @@ const { values } = parseArgs({
     'cpu-only': { type: 'boolean', default: false },
     /** Writes a V8 CPU profile of each gateway process here (node --cpu-prof). */
     'prof-dir': { type: 'string' },
+    /** Another build (a bundle path): its two gateways run in the same CPU rounds, side by side. */
+    before: { type: 'string' },
   },
 });
 const BACKLOG = Number(values.backlog);
@@ -117,13 +120,14 @@ async function status(baseUrl: string, token: string) {
   return (await res.json()) as { backlog: number; connected: boolean; sentTotal: number };
 }
 
-async function gateway(cloud: FakeCloud | undefined): Promise<BenchGateway> {
+async function gateway(cloud: FakeCloud | undefined, bundle?: string): Promise<BenchGateway> {
   const prof: Record<string, string> = values['prof-dir']
     ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${values['prof-dir']}` }
     : {};
   return await startGatewayProcess(
     [],
     cloud ? { ...prof, EDGE_UPSTREAM_URL: cloud.url, EDGE_UPSTREAM_TOKEN: TOKEN } : prof,
+    bundle,
   );
 }
 
@@ -187,15 +191,20 @@ if (!values['cpu-only']) {
   }
 }
 
-// 3: CPU of local ingest at RATE msg/s, upstream off vs on, alternately.
+// 3: CPU of local ingest at RATE msg/s, upstream off vs on, alternately (and `--before`'s pair).
 {
   const cloud = new FakeCloud({ token: TOKEN });
   await cloud.start();
-  const off = await gateway(undefined);
-  const on = await gateway(cloud);
+  const builds: Array<[string, string | undefined]> = [['', undefined]];
+  if (values.before) builds.push([' (before)', values.before]);
+  const gws: Array<{ name: string; build: string; on: boolean; gw: BenchGateway }> = [];
   try {
+    for (const [build, bundle] of builds) {
+      gws.push({ name: `off${build}`, build, on: false, gw: await gateway(undefined, bundle) });
+      gws.push({ name: `on${build}`, build, on: true, gw: await gateway(cloud, bundle) });
+    }
     const loads = new Map<BenchGateway, Load>();
-    for (const gw of [off, on]) {
+    for (const { gw } of gws) {
       const tokens = await createDevices(gw.baseUrl, 'cpu', DEVICES);
       loads.set(gw, await connectDevices(gw.proc.ports.mqtt, tokens));
     }
@@ -203,12 +212,9 @@ if (!values['cpu-only']) {
       await publish(load, RATE, { ms: Number(values.warmup) * 1000 });
     }
     await sleep(500);
-    const cpu = { off: [] as number[], on: [] as number[] };
+    const cpu = new Map<string, number[]>(gws.map((g) => [g.name, []]));
     for (let r = 0; r < ROUNDS; r++) {
-      for (const [name, gw] of [
-        ['off', off],
-        ['on', on],
-      ] as const) {
+      for (const { name, on, gw } of gws) {
         const load = loads.get(gw) as Load;
         const c0 = await cpuSeconds(gw.pid);
         const p0 = cloud.messages.length;
@@ -217,26 +223,29 @@ if (!values['cpu-only']) {
         const c1 = await cpuSeconds(gw.pid);
         const publishes = cloud.messages.length - p0;
         // Per message: a loaded machine may not reach the rate, and not alike in both rounds.
-        cpu[name].push(((c1 - c0) * 1e6) / res.sent);
+        cpu.get(name)?.push(((c1 - c0) * 1e6) / res.sent);
         console.log(
           `cpu round ${r + 1} upstream ${name}: ${Math.round(res.sent / res.seconds)} msg/s, ` +
             `${(c1 - c0).toFixed(2)} CPU s in ${res.seconds.toFixed(1)} s = ${(((c1 - c0) * 1e6) / res.sent).toFixed(1)} µs per message` +
-            (name === 'on' ? ` (${publishes} publishes to the cloud)` : ''),
+            (on ? ` (${publishes} publishes to the cloud)` : ''),
         );
       }
     }
-    const admin = await adminToken(on.baseUrl);
-    const s = await status(on.baseUrl, admin);
-    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-    console.log(
-      `cpu: upstream off ${mean(cpu.off).toFixed(1)} µs, on ${mean(cpu.on).toFixed(1)} µs per message: ` +
-        `${(((mean(cpu.on) - mean(cpu.off)) / mean(cpu.off)) * 100).toFixed(1)} % more (target ≤ 10 %); ` +
-        `upstream sent ${s.sentTotal}, backlog ${s.backlog}; load average ${loadAverage()}`,
-    );
+    const mean = (xs: number[] = []) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    for (const [build] of builds) {
+      const off = mean(cpu.get(`off${build}`));
+      const on = mean(cpu.get(`on${build}`));
+      const gw = gws.find((g) => g.build === build && g.on)?.gw as BenchGateway;
+      const s = await status(gw.baseUrl, await adminToken(gw.baseUrl));
+      console.log(
+        `cpu${build}: upstream off ${off.toFixed(1)} µs, on ${on.toFixed(1)} µs per message: ` +
+          `${(((on - off) / off) * 100).toFixed(1)} % more (target ≤ 10 %); ` +
+          `upstream sent ${s.sentTotal}, backlog ${s.backlog}; load average ${loadAverage()}`,
+      );
+    }
     for (const load of loads.values()) await Promise.all(load.clients.map((c) => c.endAsync()));
   } finally {
-    await off.close();
-    await on.close();
+    for (const { gw } of gws) await gw.close();
     await cloud.stop();
   }
 }
