@@ -912,6 +912,7 @@ async function buildServices(
     attributes,
     rpc,
     now: clock.now,
+    profileKeys: (profileId) => inCommitAlarms?.attributeKeys(profileId) ?? [],
   });
   const cloud = upstream;
   const clientRpc = new ClientRpcService({ log: loggers.rpc });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';
+import { createProfile, createProfiledDevice, numeric, rule } from './helpers/alarms.js';
 import { FakeCloud } from './helpers/cloud.js';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect, nextMessage } from './helpers/mqtt.js';
@@ -232,6 +233,21 @@ describe('upstream sync to a cloud ThingsBoard (gateway API, a real broker as th
       body: { mode: 'local' },
       token: admin,
     });
+    // A device with no shared attribute yet, whose profile's alarm rule reads `limit`.
+    const profileId = await createProfile(t, 'Boilers', [
+      {
+        id: 'hot',
+        alarmType: 'Hot',
+        createRules: {
+          MAJOR: rule([
+            numeric('temperature', 'GREATER', null, {
+              dynamicValue: { sourceType: 'CURRENT_DEVICE', sourceAttribute: 'limit' },
+            }),
+          ]),
+        },
+      },
+    ]);
+    await createProfiledDevice(t, 'Boiler 6', profileId);
     await cloud.stop();
     await waitFor(() => events.includes('down'), 10_000, 'the link to go down');
     const before = cloud.on('v1/gateway/attributes/request').length;
@@ -249,6 +265,11 @@ describe('upstream sync to a cloud ThingsBoard (gateway API, a real broker as th
         keys: ['mode'],
       },
     );
+    // Its profile's key (and `mode`, which the cloud's answer to its first request gave it).
+    const boiler = requests.find((r) => (r as { device: string }).device === 'Boiler 6') as {
+      keys: string[];
+    };
+    assert.deepEqual(boiler.keys.sort(), ['limit', 'mode']);
     assert.deepEqual(JSON.parse((await update).payload.toString()), { mode: 'from-cloud' });
     assert.deepEqual(events, ['up', 'down', 'up']);
   });

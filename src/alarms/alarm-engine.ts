@@ -941,6 +941,11 @@ export class AlarmEngine implements MessageProcessor {
     }
   }
 
+  /** Attribute keys a profile's alarm rules read (conditions and the device's dynamic values). */
+  attributeKeys(profileId: string): string[] {
+    return [...(this.#compiled(profileId)?.attrKeys ?? [])];
+  }
+
   #compiled(profileId: string): CompiledProfile | null {
     let p = this.#profiles.get(profileId);
     if (p === undefined) {

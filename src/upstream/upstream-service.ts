@@ -32,6 +32,11 @@ export interface UpstreamDeps {
   };
   readonly attributes: Pick<AttributeService, 'save' | 'delete' | 'get' | 'findByKey'>;
   readonly rpc: Pick<RpcService, 'call'>;
+  /**
+   * Attribute keys a device profile names (its alarm rules'), requested from the cloud on
+   * connect besides the device's local shared keys.
+   */
+  readonly profileKeys?: (profileId: string) => readonly string[];
   readonly now?: () => number;
   /** Test hook: the reconnect backoff's first delay (default 1 s; the cap is 60 s). */
   readonly backoffMinMs?: number;
@@ -775,7 +780,12 @@ export class UpstreamService {
   #requestSharedAttributes(name: string): void {
     const device = this.#deps.devices.byName(name);
     if (!device) return;
-    const keys = this.#deps.attributes.get(device.id, 'SHARED_SCOPE').map((kv) => kv.key);
+    const keys = [
+      ...new Set([
+        ...this.#deps.attributes.get(device.id, 'SHARED_SCOPE').map((kv) => kv.key),
+        ...(this.#deps.profileKeys?.(device.profileId) ?? []),
+      ]),
+    ];
     if (keys.length === 0) return;
     const id = this.#nextRequestId++;
     if (this.#attrRequests.size >= MAX_ANNOUNCED) this.#attrRequests.clear();
