@@ -3,7 +3,8 @@
  * §8) over REST: an alarm assigned, commented on, the comment edited, then unassigned; an email
  * to a real SMTP server for each assignment change and for the new comment (not for the edit,
  * `notifyOnCommentUpdate` false), with the placeholders filled in, in order. The deliveries are
- * written in the alarm's (or the comment's) own transaction.
+ * written in the alarm's (or the comment's) own transaction. ENTITY_ACTION: devices created and
+ * deleted notify the inbox, updates only when asked for.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -96,5 +97,70 @@ describe('ALARM_ASSIGNMENT and ALARM_COMMENT notifications', () => {
     assert.match(smtp.mails[0].data, new RegExp(`Tank 4 \\(major\\) to ${me.email}\\.`));
     assert.match(smtp.mails[1].data, new RegExp(`${me.email}: Relief valve checked`));
     assert.deepEqual(smtp.mails[2].to, ['lead@plant.local']);
+  });
+});
+
+describe('ENTITY_ACTION notifications', () => {
+  it('a device created and deleted reaches the inbox; an update does not when not asked for', async () => {
+    const t = await startGateway();
+    try {
+      const admin = await t.adminToken();
+      const target = await adminPost(t, '/api/notification/target', {
+        name: 'Admins',
+        configuration: { type: 'PLATFORM_USERS', usersFilter: { type: 'TENANT_ADMINISTRATORS' } },
+      });
+      const template = await adminPost(t, '/api/notification/template', {
+        name: 'Devices',
+        notificationType: 'ENTITY_ACTION',
+        configuration: {
+          deliveryMethodsTemplates: {
+            WEB: {
+              method: 'WEB',
+              enabled: true,
+              subject: '${entityType} ${actionType}',
+              body: '${entityName}',
+            },
+          },
+        },
+      });
+      await adminPost(t, '/api/notification/rule', {
+        name: 'Devices',
+        templateId: template.id,
+        triggerType: 'ENTITY_ACTION',
+        triggerConfig: {
+          triggerType: 'ENTITY_ACTION',
+          entityTypes: ['DEVICE'],
+          created: true,
+          updated: false,
+          deleted: true,
+        },
+        recipientsConfig: { triggerType: 'ENTITY_ACTION', targets: [target.id.id] },
+      });
+      const device = await createDevice(t, 'Mixer 2');
+      await adminPost(t, '/api/device', {
+        id: { entityType: 'DEVICE', id: device.id },
+        name: 'Mixer 2b',
+      });
+      const del = await t.api(`/api/device/${device.id}`, { method: 'DELETE', token: admin });
+      assert.equal(del.status, 200);
+      const inbox = await waitFor(
+        async () => {
+          const res = await t.api('/api/notifications?pageSize=10&page=0', { token: admin });
+          const page = (await res.json()) as {
+            data: Array<{ type: string; subject: string; text: string }>;
+          };
+          const mine = page.data.filter((n) => n.type === 'ENTITY_ACTION');
+          return mine.length >= 2 ? mine : undefined;
+        },
+        10_000,
+        'two ENTITY_ACTION notifications',
+      );
+      assert.deepEqual(inbox.map((n) => `${n.subject}: ${n.text}`).sort(), [
+        'DEVICE created: Mixer 2',
+        'DEVICE deleted: Mixer 2b',
+      ]);
+    } finally {
+      await t.close();
+    }
   });
 });

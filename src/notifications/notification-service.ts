@@ -36,6 +36,7 @@ import {
   type Delivery,
   type DeliveryAttempt,
   type DeliveryMethod,
+  type EntityActionTrigger,
   type MethodTemplate,
   type Notification,
   type NotificationType,
@@ -213,7 +214,55 @@ export class NotificationService {
     });
   }
 
-  start(): void {}
+  /** ENTITY_ACTION rules follow the devices' changes (in their own transaction, just after). */
+  start(): void {
+    const { bus } = this.deps;
+    bus.on('notifications', 'device.created', (e) => this.#onEntityAction('created', e));
+    bus.on('notifications', 'device.updated', (e) => this.#onEntityAction('updated', e));
+    bus.on('notifications', 'device.deleted', (e) => this.#onEntityAction('deleted', e));
+  }
+
+  #onEntityAction(
+    action: 'created' | 'updated' | 'deleted',
+    e: { device: { id: string; name: string }; entity?: { type?: string } },
+  ): void {
+    const rules = this.#store.rules
+      .all()
+      .filter((r) => r.enabled === 1 && r.trigger_type === 'ENTITY_ACTION')
+      .filter((r) => (JSON.parse(r.trigger_config) as EntityActionTrigger)[action] === true);
+    if (rules.length === 0) return;
+    const values = {
+      entityType: 'DEVICE',
+      entityId: e.device.id,
+      entityName: e.device.name,
+      actionType: action,
+      deviceType: e.entity?.type ?? '',
+    };
+    try {
+      this.#tx(() => {
+        for (const rule of rules) {
+          this.#fire(
+            {
+              ruleId: rule.id,
+              type: 'ENTITY_ACTION',
+              template: this.#methods(rule.template_id),
+              values,
+              customerId: null,
+              info: {
+                type: 'ENTITY_ACTION',
+                action,
+                entityId: { entityType: 'DEVICE', id: e.device.id },
+                entityName: e.device.name,
+              },
+            },
+            ruleTargets(JSON.parse(rule.recipients_config)),
+          );
+        }
+      });
+    } catch (err) {
+      this.deps.log.error({ err, deviceId: e.device.id }, 'entity action notifications failed');
+    }
+  }
 
   stop(): void {
     this.deps.bus.removeOwner('notifications');

@@ -15,6 +15,7 @@ export const NOTIFICATION_TYPES = [
   'ALARM_ASSIGNMENT',
   'ALARM_COMMENT',
   'DEVICE_ACTIVITY',
+  'ENTITY_ACTION',
   'GENERAL',
 ] as const;
 export type NotificationType = (typeof NOTIFICATION_TYPES)[number];
@@ -24,6 +25,7 @@ export const TRIGGER_TYPES = [
   'ALARM_ASSIGNMENT',
   'ALARM_COMMENT',
   'DEVICE_ACTIVITY',
+  'ENTITY_ACTION',
 ] as const;
 export type TriggerType = (typeof TRIGGER_TYPES)[number];
 
@@ -168,6 +170,16 @@ const commentTrigger = z.looseObject({
 });
 export type CommentTrigger = z.infer<typeof commentTrigger>;
 
+/** ENTITY_ACTION: devices created, updated or deleted (the gateway's entities that notify). */
+const entityActionTrigger = z.looseObject({
+  triggerType: z.literal('ENTITY_ACTION'),
+  entityTypes: z.array(z.literal('DEVICE')).nullish(),
+  created: z.boolean().nullish(),
+  updated: z.boolean().nullish(),
+  deleted: z.boolean().nullish(),
+});
+export type EntityActionTrigger = z.infer<typeof entityActionTrigger>;
+
 export const ruleBody = z.looseObject({
   id: idRef.nullish(),
   name,
@@ -179,6 +191,7 @@ export const ruleBody = z.looseObject({
     assignmentTrigger,
     commentTrigger,
     activityTrigger,
+    entityActionTrigger,
   ]),
   recipientsConfig: z.looseObject({
     triggerType: z.enum(TRIGGER_TYPES).optional(),
@@ -191,7 +204,12 @@ export const ruleBody = z.looseObject({
 });
 export type RuleInput = z.infer<typeof ruleBody>;
 
-export type TriggerConfig = AlarmTrigger | AssignmentTrigger | CommentTrigger | ActivityTrigger;
+export type TriggerConfig =
+  | AlarmTrigger
+  | AssignmentTrigger
+  | CommentTrigger
+  | ActivityTrigger
+  | EntityActionTrigger;
 
 /** One inbox entry (ThingsBoard's `Notification`). */
 export interface Notification {
