@@ -139,6 +139,32 @@ test('a target, a template and a rule made on the page mail an alarm; the delive
   });
   assert.equal(rule.recipientsConfig.escalationTable['0'].length, 1);
 
+  // An alarm assignment rule: ASSIGNED by default, its targets as a plain list.
+  await page.getByRole('button', { name: 'Add rule' }).click();
+  dialog = page.getByRole('dialog', { name: 'Add rule' });
+  await dialog.getByLabel('Name').fill('Tell the assignee');
+  await dialog.getByLabel('Trigger').selectOption('ALARM_ASSIGNMENT');
+  await dialog.getByLabel('Template').selectOption({ label: 'Alarm mail' });
+  await dialog.getByLabel('Shift mailbox').check();
+  await dialog.getByRole('button', { name: 'Save' }).click();
+  await page
+    .getByRole('table', { name: 'Notification rules' })
+    .getByText('Tell the assignee')
+    .waitFor();
+  const all = (await (
+    await t.api('/api/notification/rules?pageSize=10&page=0', { token })
+  ).json()) as { data: Array<{ name: string; triggerConfig: unknown; recipientsConfig: unknown }> };
+  const assignment = all.data.find((r) => r.name === 'Tell the assignee');
+  assert.deepEqual(assignment?.triggerConfig, {
+    triggerType: 'ALARM_ASSIGNMENT',
+    notifyOn: ['ASSIGNED'],
+    alarmTypes: null,
+  });
+  assert.deepEqual(assignment?.recipientsConfig, {
+    triggerType: 'ALARM_ASSIGNMENT',
+    targets: [rule.recipientsConfig.escalationTable['0'][0]],
+  });
+
   // The unread badge before the alarm; the default rule puts each new alarm in the admin's inbox.
   const badge = page.getByRole('link', { name: /^Notifications, \d+ unread$/ });
   const unread = async () =>

@@ -52,8 +52,8 @@ interface Rule {
   name: string;
   enabled: boolean;
   templateId: Id;
-  triggerType: 'ALARM' | 'DEVICE_ACTIVITY';
-  triggerConfig: { notifyOn: string[]; alarmTypes?: string[] | null };
+  triggerType: 'ALARM' | 'ALARM_ASSIGNMENT' | 'ALARM_COMMENT' | 'DEVICE_ACTIVITY';
+  triggerConfig: { notifyOn?: string[]; alarmTypes?: string[] | null };
   recipientsConfig: { escalationTable?: Record<string, string[]>; targets?: string[] };
 }
 
@@ -374,7 +374,8 @@ function Rules() {
       columns={[
         {
           title: 'Trigger',
-          cell: (r) => `${r.triggerType}: ${r.triggerConfig.notifyOn.join(', ')}`,
+          cell: (r) =>
+            `${r.triggerType}: ${r.triggerConfig.notifyOn?.join(', ') ?? 'every comment'}`,
         },
         { title: 'Enabled', cell: (r) => (r.enabled ? 'Yes' : 'No') },
       ]}
@@ -385,13 +386,17 @@ function Rules() {
 
 const TRIGGERS = [
   ['ALARM', 'Alarm'],
+  ['ALARM_ASSIGNMENT', 'Alarm assignment'],
+  ['ALARM_COMMENT', 'Alarm comment'],
   ['DEVICE_ACTIVITY', 'Device activity'],
 ] as const;
 
-const NOTIFY_ON = {
+const NOTIFY_ON: Record<Rule['triggerType'], readonly string[]> = {
   ALARM: ['CREATED', 'SEVERITY_CHANGED', 'ACKNOWLEDGED', 'CLEARED'],
+  ALARM_ASSIGNMENT: ['ASSIGNED', 'UNASSIGNED'],
+  ALARM_COMMENT: [],
   DEVICE_ACTIVITY: ['ACTIVE', 'INACTIVE'],
-} as const;
+};
 
 function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => void }) {
   const r = props.item;
@@ -411,6 +416,7 @@ function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => vo
     const same = r?.triggerType === trigger;
     const ids = f.getAll('target').map(String);
     const alarmTypes = lines(f.get('alarmTypes'));
+    const alarmRule = trigger !== 'DEVICE_ACTIVITY';
     return {
       ...r,
       enabled: f.get('enabled') === 'on',
@@ -419,8 +425,8 @@ function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => vo
       triggerConfig: {
         ...(same ? r.triggerConfig : {}),
         triggerType: trigger,
-        notifyOn: f.getAll('notifyOn').map(String),
-        ...(trigger === 'ALARM' ? { alarmTypes: alarmTypes.length ? alarmTypes : null } : {}),
+        ...(NOTIFY_ON[trigger].length > 0 ? { notifyOn: f.getAll('notifyOn').map(String) } : {}),
+        ...(alarmRule ? { alarmTypes: alarmTypes.length ? alarmTypes : null } : {}),
       },
       recipientsConfig:
         trigger === 'ALARM'
@@ -446,23 +452,27 @@ function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => vo
         value={trigger}
         onChange={(v) => setTrigger(v as Rule['triggerType'])}
       />
-      <fieldset class="row">
-        <legend>Notify on</legend>
-        {NOTIFY_ON[trigger].map((n) => (
-          <label key={n} class="check">
-            <input
-              type="checkbox"
-              name="notifyOn"
-              value={n}
-              defaultChecked={
-                r?.triggerType === trigger ? r.triggerConfig.notifyOn.includes(n) : n === 'CREATED'
-              }
-            />
-            {n}
-          </label>
-        ))}
-      </fieldset>
-      {trigger === 'ALARM' && (
+      {NOTIFY_ON[trigger].length > 0 && (
+        <fieldset class="row">
+          <legend>Notify on</legend>
+          {NOTIFY_ON[trigger].map((n) => (
+            <label key={n} class="check">
+              <input
+                type="checkbox"
+                name="notifyOn"
+                value={n}
+                defaultChecked={
+                  r?.triggerType === trigger
+                    ? (r.triggerConfig.notifyOn ?? []).includes(n)
+                    : n === NOTIFY_ON[trigger][0]
+                }
+              />
+              {n}
+            </label>
+          ))}
+        </fieldset>
+      )}
+      {trigger !== 'DEVICE_ACTIVITY' && (
         <label>
           Alarm types (one a line; empty: every type)
           <textarea
