@@ -391,7 +391,8 @@ const TRIGGERS = [
   ['DEVICE_ACTIVITY', 'Device activity'],
 ] as const;
 
-const NOTIFY_ON: Record<Rule['triggerType'], readonly string[]> = {
+/** notifyOn choices by trigger (a trigger the page does not know keeps its stored JSON). */
+const NOTIFY_ON: Partial<Record<string, readonly string[]>> = {
   ALARM: ['CREATED', 'SEVERITY_CHANGED', 'ACKNOWLEDGED', 'CLEARED'],
   ALARM_ASSIGNMENT: ['ASSIGNED', 'UNASSIGNED'],
   ALARM_COMMENT: [],
@@ -425,7 +426,9 @@ function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => vo
       triggerConfig: {
         ...(same ? r.triggerConfig : {}),
         triggerType: trigger,
-        ...(NOTIFY_ON[trigger].length > 0 ? { notifyOn: f.getAll('notifyOn').map(String) } : {}),
+        ...((NOTIFY_ON[trigger] ?? []).length > 0
+          ? { notifyOn: f.getAll('notifyOn').map(String) }
+          : {}),
         ...(alarmRule ? { alarmTypes: alarmTypes.length ? alarmTypes : null } : {}),
       },
       recipientsConfig:
@@ -452,10 +455,10 @@ function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => vo
         value={trigger}
         onChange={(v) => setTrigger(v as Rule['triggerType'])}
       />
-      {NOTIFY_ON[trigger].length > 0 && (
+      {(NOTIFY_ON[trigger] ?? []).length > 0 && (
         <fieldset class="row">
           <legend>Notify on</legend>
-          {NOTIFY_ON[trigger].map((n) => (
+          {(NOTIFY_ON[trigger] ?? []).map((n) => (
             <label key={n} class="check">
               <input
                 type="checkbox"
@@ -464,7 +467,7 @@ function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => vo
                 defaultChecked={
                   r?.triggerType === trigger
                     ? (r.triggerConfig.notifyOn ?? []).includes(n)
-                    : n === NOTIFY_ON[trigger][0]
+                    : n === (NOTIFY_ON[trigger] ?? [])[0]
                 }
               />
               {n}
