@@ -15,7 +15,7 @@ import Database from 'better-sqlite3';
 import { type Config, configWith, type DeepPartial } from '../../src/config.js';
 import { createGateway, type Gateway } from '../../src/gateway.js';
 import { defaultRootChain } from '../../src/rules/default-root-chain.js';
-import { decodeLogRecord } from '../../src/telemetry/telemetry-block.js';
+import { decodeBlock, decodeLogRecord } from '../../src/telemetry/telemetry-block.js';
 import { readLog } from '../../src/telemetry/telemetry-ring.js';
 import {
   BUNDLE,
@@ -272,25 +272,61 @@ export function storedPoints(dataDir: string): number {
     fileMustExist: true,
   });
   try {
-    const has = (t: string) =>
-      db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?").get(t) !==
-      undefined;
-    if (!has('ts_block')) {
-      return db
-        .prepare('SELECT (SELECT count(*) FROM ts_kv) + (SELECT count(*) FROM ts_kv_stage)')
-        .pluck()
-        .get() as number;
-    }
-    let n = db.prepare('SELECT coalesce(sum(n), 0) FROM ts_block').pluck().get() as number;
-    // The log: a table of rows before the ring (migration 17), the ring and its spill rows after.
-    const log = has('ts_ring')
-      ? readLog(db).map((e) => e.data)
-      : (db.prepare('SELECT data FROM ts_log').pluck().all() as Buffer[]);
-    for (const data of log) n += decodeLogRecord(data).length;
-    return n;
+    // One read transaction: a running gateway's seals move points from the log into blocks
+    // between two statements otherwise.
+    return db.transaction(() => countPoints(db))();
   } finally {
     db.close();
   }
+}
+
+function countPoints(db: Database.Database): number {
+  const has = (t: string) =>
+    db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?").get(t) !==
+    undefined;
+  if (!has('ts_block')) {
+    return db
+      .prepare('SELECT (SELECT count(*) FROM ts_kv) + (SELECT count(*) FROM ts_kv_stage)')
+      .pluck()
+      .get() as number;
+  }
+  let n = db.prepare('SELECT coalesce(sum(n), 0) FROM ts_block').pluck().get() as number;
+  if (!has('ts_ring')) {
+    // The log as a table of rows (before migration 17).
+    const log = db.prepare('SELECT data FROM ts_log').pluck().all() as Buffer[];
+    for (const data of log) n += decodeLogRecord(data).length;
+    return n;
+  }
+  // The ring and its spill rows. After a SIGKILL between seals, a log record can hold points
+  // of series already sealed into blocks (a seal keeps every record an open series still
+  // needs); the gateway replays them and the next seal replaces the block's copy. Count each
+  // (device, key, ts) once, as the gateway will read it.
+  const open = new Map<string, { rid: number; keyId: number; ts: Set<number> }>();
+  for (const entry of readLog(db))
+    for (const p of decodeLogRecord(entry.data)) {
+      const id = `${entry.rid}:${p.keyId}`;
+      let series = open.get(id);
+      if (!series) {
+        series = { rid: entry.rid, keyId: p.keyId, ts: new Set() };
+        open.set(id, series);
+      }
+      series.ts.add(p.ts);
+    }
+  const blocks = db.prepare(
+    'SELECT data FROM ts_block WHERE device_rid = ? AND key_id = ? AND last_ts >= ? AND first_ts <= ?',
+  );
+  for (const { rid, keyId, ts } of open.values()) {
+    n += ts.size;
+    let min = Number.POSITIVE_INFINITY;
+    let max = Number.NEGATIVE_INFINITY;
+    for (const t of ts) {
+      if (t < min) min = t;
+      if (t > max) max = t;
+    }
+    for (const data of blocks.pluck().all(rid, keyId, min, max) as Buffer[])
+      for (const v of decodeBlock(data)) if (ts.has(v.ts)) n--;
+  }
+  return n;
 }
 
 /**
