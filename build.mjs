@@ -34,7 +34,9 @@ const source = await readFile(bundle, 'utf8');
 if (!source.startsWith('#!/usr/bin/env node\n')) throw new Error('the bundle has no #! line');
 await writeFile(
   bundle,
-  `#!/usr/bin/env -S node ${NODE_FLAGS.join(' ')}\n${source.slice('#!/usr/bin/env node\n'.length)}`,
+  NODE_FLAGS.length === 0
+    ? source
+    : `#!/usr/bin/env -S node ${NODE_FLAGS.join(' ')}\n${source.slice('#!/usr/bin/env node\n'.length)}`,
 );
 
 await buildUi(ROOT, join(out, 'ui'));

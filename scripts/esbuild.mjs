@@ -77,11 +77,12 @@ const asciiOnly = {
 
 /**
  * V8 flags the gateway runs with: the executable's `execArgv` (scripts/build-exe.mjs) and the
- * bundle's `#!` line (build.mjs). A 1 MiB young-generation semi-space instead of V8's default
- * that grows to 32 MiB: 8 MB less idle RSS, and up to 60 MB less under load (docs/benchmarks.md,
- * "Idle memory after the lazy sandbox"). `NODE_OPTIONS=--max-semi-space-size=16` undoes it.
+ * bundle's `#!` line (build.mjs). None by default: `--max-semi-space-size=1` saves 8.7 MB idle
+ * and ~97 MB with 5,000 MQTT connections, but costs 78 % more server CPU per MQTT message
+ * (47,613 → 27,143 msg/s, docs/benchmarks.md "Final quiet re-measure"), so it is an opt-in
+ * (`NODE_OPTIONS=--max-semi-space-size=1`, docs/install.md) for boxes short of memory.
  */
-export const NODE_FLAGS = ['--max-semi-space-size=1'];
+export const NODE_FLAGS = [];
 
 /** The commit `--version` prints: `git rev-parse`, `+dirty` with uncommitted changes. */
 export function gitCommit() {
