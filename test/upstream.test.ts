@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { MqttClient } from 'mqtt';
+import type { UpstreamStatus } from '../src/upstream/upstream-service.js';
 import { createProfile, createProfiledDevice, numeric, rule } from './helpers/alarms.js';
 import { FakeCloud } from './helpers/cloud.js';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
@@ -8,23 +9,10 @@ import { mqttConnect, nextMessage } from './helpers/mqtt.js';
 
 const CLOUD_TOKEN = 'edge-gateway-in-the-cloud';
 
-interface Status {
-  enabled: boolean;
-  connected: boolean;
-  url: string;
-  backlog: number;
-  oldestBacklogTs: number | null;
-  sentTotal: number;
-  droppedTotal: number;
-  rejectedTotal: number;
-  lastError: string | null;
-  lastConnectedTs: number | null;
-}
-
-async function status(t: TestGateway): Promise<Status> {
+async function status(t: TestGateway): Promise<UpstreamStatus> {
   const res = await t.api('/api/upstream/status', { token: await t.adminToken() });
   assert.equal(res.status, 200);
-  return (await res.json()) as Status;
+  return (await res.json()) as UpstreamStatus;
 }
 
 describe('upstream sync to a cloud ThingsBoard (gateway API, a real broker as the cloud)', () => {
@@ -92,7 +80,7 @@ describe('upstream sync to a cloud ThingsBoard (gateway API, a real broker as th
     assert.equal(s.oldestBacklogTs, null);
     assert.ok((s.lastConnectedTs ?? 0) > 0);
     assert.deepEqual(events, ['up']);
-    const health = (await (await t.api('/healthz')).json()) as { upstream: Status };
+    const health = (await (await t.api('/healthz')).json()) as { upstream: UpstreamStatus };
     assert.equal(health.upstream.connected, true);
     assert.equal(health.upstream.backlog, 0);
   });

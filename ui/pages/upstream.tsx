@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import type { UpstreamStatus } from '../../src/upstream/upstream-service.js';
 import { Field } from '../components/list.js';
 import { ErrorText, formatTs, useAction, useLoad } from '../components/ui.js';
 import { api, errorText } from '../lib/api.js';
@@ -8,19 +9,6 @@ import { api, errorText } from '../lib/api.js';
  * its settings, saved over REST and applied at once (the gateway reconnects). The token and
  * password are never shown: only whether they are set.
  */
-
-interface Status {
-  enabled: boolean;
-  connected: boolean;
-  url: string;
-  backlog: number;
-  oldestBacklogTs: number | null;
-  sentTotal: number;
-  droppedTotal: number;
-  rejectedTotal: number;
-  lastError: string | null;
-  lastConnectedTs: number | null;
-}
 
 interface Settings {
   url: string;
@@ -50,15 +38,15 @@ const NUMBERS = [
 const SECRETS = ['token', 'password'] as const;
 
 /** The link's status, polled while the page is open. */
-function useStatus(): { status: Status | undefined; error: string } {
-  const [status, setStatus] = useState<Status | undefined>(undefined);
+function useStatus(): { status: UpstreamStatus | undefined; error: string } {
+  const [status, setStatus] = useState<UpstreamStatus | undefined>(undefined);
   const [error, setError] = useState('');
   useEffect(() => {
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const poll = async () => {
       try {
-        setStatus(await api<Status>('/api/upstream/status'));
+        setStatus(await api<UpstreamStatus>('/api/upstream/status'));
         setError('');
       } catch (err) {
         setError(errorText(err));
@@ -74,7 +62,7 @@ function useStatus(): { status: Status | undefined; error: string } {
   return { status, error };
 }
 
-function StatusCard(props: { status: Status }) {
+function StatusCard(props: { status: UpstreamStatus }) {
   const s = props.status;
   const link = !s.enabled ? 'off' : s.connected ? 'connected' : 'disconnected';
   const rows: Array<[string, string]> = [
