@@ -1,11 +1,12 @@
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import type { TsData } from '../lib/live.js';
 
 /**
  * A uPlot time-series chart (line or bars) of any number of keys. uPlot draws 100,000 points on a
- * canvas and zooms by dragging (double click resets); the container keeps its height, so live
- * updates never move the page.
+ * canvas and zooms by dragging; Shift+drag or a touch drag pans, the arrow keys and +/- do both from
+ * the keyboard. A zoomed or panned realtime chart holds still until double click, Escape or
+ * *Back to live*. The container keeps its height, so live updates never move the page.
  */
 
 export interface ChartSeries {
@@ -41,8 +42,36 @@ export function TimeChart(props: {
 }) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
+  /** The user's own x range (zoomed or panned, seconds); null follows the live window. */
+  const held = useRef<{ min: number; max: number } | null>(null);
+  const [paused, setPaused] = useState(false);
+  const hintId = useId();
   const labels = props.series.map((s) => s.label).join('\n');
   const height = props.height ?? 260;
+  const windowMs = useRef(props.windowMs);
+  windowMs.current = props.windowMs;
+
+  /** Holds the chart at [min, max] (live updates stop moving it). */
+  const hold = (min: number, max: number) => {
+    held.current = { min, max };
+    setPaused(true);
+    plot.current?.setScale('x', { min, max });
+  };
+  /** Back to the live window (realtime) or to all the data (history). */
+  const release = () => {
+    held.current = null;
+    setPaused(false);
+    const u = plot.current;
+    if (!u) return;
+    const w = windowMs.current;
+    if (w) {
+      const now = Date.now() / 1000;
+      u.setScale('x', { min: now - w / 1000, max: now });
+    } else {
+      const xs = u.data[0];
+      if (xs.length > 0) u.setScale('x', { min: xs[0], max: xs[xs.length - 1] });
+    }
+  };
 
   // Rebuild the chart when the set of series changes; data updates go through setData.
   useEffect(() => {
@@ -52,8 +81,34 @@ export function TimeChart(props: {
       width: Math.max(200, el.clientWidth),
       height,
       title: props.title,
-      cursor: { drag: { x: true, y: false } },
+      cursor: {
+        drag: { x: true, y: false },
+        // Double click (or tap) goes back to the live window, not to uPlot's full data range.
+        bind: {
+          dblclick: () => () => {
+            release();
+            return null;
+          },
+        },
+      },
       scales: { x: { time: true } },
+      hooks: {
+        // A drag zoom holds the chart at the selected range.
+        setSelect: [
+          (u) => {
+            if (u.select.width <= 0) return;
+            hold(u.posToVal(u.select.left, 'x'), u.posToVal(u.select.left + u.select.width, 'x'));
+          },
+        ],
+        // The shown range, for tests and assistive text.
+        setScale: [
+          (u, key) => {
+            if (key !== 'x') return;
+            el.dataset.xMin = String(Math.round((u.scales.x.min ?? 0) * 1000));
+            el.dataset.xMax = String(Math.round((u.scales.x.max ?? 0) * 1000));
+          },
+        ],
+      },
       series: [
         {},
         ...props.series.map((s, i) => ({
@@ -72,11 +127,14 @@ export function TimeChart(props: {
     };
     const u = new uPlot(opts, align(props.series), el);
     plot.current = u;
+    if (held.current) u.setScale('x', held.current);
+    const stopPan = panGesture(u, hold);
     const ro = new ResizeObserver(() =>
       u.setSize({ width: Math.max(200, el.clientWidth), height }),
     );
     ro.observe(el);
     return () => {
+      stopPan();
       ro.disconnect();
       u.destroy();
       plot.current = null;
@@ -86,10 +144,10 @@ export function TimeChart(props: {
   useEffect(() => {
     const u = plot.current;
     if (!u) return;
-    // Keep a zoomed-in view while data arrives; follow the window otherwise.
-    const zoomed = u.select.width > 0;
-    u.setData(align(props.series), !props.windowMs);
-    if (props.windowMs && !zoomed) {
+    // A held (zoomed or panned) view stays put while data arrives; else follow the window.
+    u.setData(align(props.series), !props.windowMs && !held.current);
+    if (held.current) u.setScale('x', held.current);
+    else if (props.windowMs) {
       const now = Date.now() / 1000;
       u.setScale('x', { min: now - props.windowMs / 1000, max: now });
     }
@@ -101,23 +159,105 @@ export function TimeChart(props: {
     const windowS = props.windowMs / 1000;
     const timer = setInterval(() => {
       const u = plot.current;
-      if (!u || u.select.width > 0) return;
+      if (!u || held.current) return;
       const now = Date.now() / 1000;
       u.setScale('x', { min: now - windowS, max: now });
     }, 1000);
     return () => clearInterval(timer);
   }, [props.windowMs]);
 
+  /** Keyboard: arrows pan by a tenth, + and - zoom, Escape or Home back to live. */
+  const onKey = (e: KeyboardEvent) => {
+    const u = plot.current;
+    if (!u) return;
+    const min = u.scales.x.min ?? 0;
+    const max = u.scales.x.max ?? 0;
+    const span = max - min;
+    const shifted = (by: number) => hold(min + by, max + by);
+    const zoomed = (f: number) => {
+      const mid = (min + max) / 2;
+      hold(mid - (span * f) / 2, mid + (span * f) / 2);
+    };
+    const keys: Record<string, () => void> = {
+      ArrowLeft: () => shifted(-span / 10),
+      ArrowRight: () => shifted(span / 10),
+      '+': () => zoomed(0.5),
+      '=': () => zoomed(0.5),
+      '-': () => zoomed(2),
+      Escape: release,
+      Home: release,
+    };
+    const run = keys[e.key];
+    if (!run) return;
+    e.preventDefault();
+    run();
+  };
+
+  const name = props.series.map((s) => s.label).join(', ') || 'no keys';
   return (
-    <div
-      ref={box}
-      class="chart"
-      data-points={props.series.reduce((n, s) => n + s.points.length, 0)}
-      style={{ minHeight: `${height + 40}px` }}
-      role="img"
-      aria-label={`Chart of ${props.series.map((s) => s.label).join(', ') || 'no keys'}`}
-    />
+    <figure class="chart-box">
+      <div
+        ref={box}
+        class="chart"
+        data-points={props.series.reduce((n, s) => n + s.points.length, 0)}
+        data-live={props.windowMs ? String(!paused) : undefined}
+        style={{ minHeight: `${height + 40}px` }}
+        role="application"
+        aria-roledescription="chart"
+        // biome-ignore lint/a11y/noNoninteractiveTabindex: the chart pans and zooms by keyboard
+        tabIndex={0}
+        aria-label={`Chart of ${name}`}
+        aria-describedby={hintId}
+        onKeyDown={onKey}
+      />
+      <figcaption class="chart-tools">
+        <span id={hintId} class="muted">
+          Drag to zoom, Shift+drag or touch-drag to pan; arrow keys pan, + and − zoom; double-click
+          or Escape goes back.
+        </span>
+        <button type="button" onClick={release} disabled={!paused}>
+          {props.windowMs ? 'Back to live' : 'Show all'}
+        </button>
+      </figcaption>
+    </figure>
   );
+}
+
+/**
+ * Drag to pan: Shift+drag with a mouse, or a one-finger drag on a touch screen, moves the x range
+ * with the pointer. It takes the pointer before uPlot's drag zoom sees it (a cancelled pointerdown
+ * fires no mouse events), and calls `hold` with each new range. Returns the unbinding.
+ */
+function panGesture(u: uPlot, hold: (min: number, max: number) => void): () => void {
+  const over = u.over;
+  let start: { x: number; min: number; max: number; id: number } | null = null;
+  const down = (e: PointerEvent) => {
+    if (e.button !== 0 || (e.pointerType === 'mouse' && !e.shiftKey)) return;
+    e.preventDefault();
+    e.stopPropagation();
+    over.setPointerCapture(e.pointerId);
+    start = { x: e.clientX, min: u.scales.x.min ?? 0, max: u.scales.x.max ?? 0, id: e.pointerId };
+  };
+  const move = (e: PointerEvent) => {
+    if (!start || e.pointerId !== start.id) return;
+    const width = over.clientWidth || 1;
+    const by = ((e.clientX - start.x) / width) * (start.max - start.min);
+    if (by !== 0) hold(start.min - by, start.max - by);
+  };
+  const up = (e: PointerEvent) => {
+    if (start && e.pointerId === start.id) start = null;
+  };
+  over.style.touchAction = 'pan-y';
+  over.addEventListener('pointerdown', down);
+  over.addEventListener('pointermove', move);
+  over.addEventListener('pointerup', up);
+  over.addEventListener('pointercancel', up);
+  return () => {
+    over.removeEventListener('pointerdown', down);
+    over.removeEventListener('pointermove', move);
+    over.removeEventListener('pointerup', up);
+    over.removeEventListener('pointercancel', up);
+  };
 }
 
 /** Numeric points of one key from update data (text values that are not numbers are skipped). */
