@@ -50,6 +50,7 @@ import type { ChainStats } from './rules/rule-engine.js';
 import { createRules, type Rules } from './rules/rules.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { SchedulerEventService } from './scheduler/scheduler-event-service.js';
+import { RetentionSettings } from './settings/retention-settings.js';
 import { SubscriptionService } from './subscriptions/subscription-service.js';
 import { SystemdNotifier } from './systemd.js';
 import { TELEMETRY_LIMITS } from './telemetry/telemetry-parser.js';
@@ -775,6 +776,8 @@ export interface Services {
   readonly alarms: AlarmService;
   readonly alarmEngine: AlarmEngine;
   readonly alarmRetention: AlarmRetention;
+  /** Retention settings over REST, applied to telemetry, alarms and audit without a restart. */
+  readonly retention: RetentionSettings;
   /** The one way in for device messages and the queue to the processing entry point. */
   readonly messages: DeviceMessageService;
   readonly rules: Rules;
@@ -804,6 +807,9 @@ const DEVICE_PROFILE_NODE = 'org.thingsboard.rule.engine.profile.TbDeviceProfile
 /** A client-side RPC reaches the root chain as `TO_SERVER_RPC_REQUEST`; nothing else answers. */
 const RULE_CHAINS_ANSWER: ClientRpcRouter = () => {};
 
+/** Audit rows kept unless the retention settings say otherwise. */
+const AUDIT_MAX_ROWS = 100_000;
+
 async function buildServices(
   db: Db,
   config: Config,
@@ -816,7 +822,7 @@ async function buildServices(
   const clock = hooks.clock ?? new ServerClock();
   const tenants = new TenantService({ db });
   tenants.init();
-  const audit = new AuditService({ db, tenants, log: loggers.auth });
+  const audit = new AuditService({ db, tenants, log: loggers.auth, maxRows: AUDIT_MAX_ROWS });
   const customers = new CustomerService({ db, tenants, audit });
   const users = new UserService({
     db,
@@ -1039,6 +1045,31 @@ async function buildServices(
   });
   // Hourly, on the scheduler host (its own timer is for tests that build it alone).
   scheduler.every('gateway.alarm-retention', 3_600_000, () => alarmRetention.runOnce());
+  const retention = new RetentionSettings({
+    db,
+    defaults: {
+      telemetryMaxPoints: config.telemetry.maxPoints,
+      telemetryMaxPointsPerDevice: config.telemetry.maxPointsPerDevice,
+      telemetryTtlDays: config.telemetry.ttlDays,
+      alarmRetentionDays: config.alarms.retentionDays,
+      alarmMaxCount: config.alarms.maxCount,
+      auditMaxRows: AUDIT_MAX_ROWS,
+    },
+    apply: (v) => {
+      telemetry.setBounds({
+        maxPoints: v.telemetryMaxPoints,
+        maxPointsPerDevice: v.telemetryMaxPointsPerDevice,
+        ttlDays: v.telemetryTtlDays,
+      });
+      alarmRetention.setBounds({
+        maxAgeMs: v.alarmRetentionDays * 86_400_000,
+        maxCount: v.alarmMaxCount,
+      });
+      alarmRetention.runOnce();
+      audit.setMaxRows(v.auditMaxRows);
+    },
+  });
+  retention.init();
   const rules = createRules({
     db,
     tenants,
@@ -1136,6 +1167,7 @@ async function buildServices(
     alarms,
     alarmEngine,
     alarmRetention,
+    retention,
     tenants,
     audit,
     customers,
@@ -1324,7 +1356,11 @@ function apiRoutes(
     },
     {
       path: '/api',
-      app: adminSettingsRoutes({ notifications: s.notifications, requireUser: user }),
+      app: adminSettingsRoutes({
+        notifications: s.notifications,
+        retention: s.retention,
+        requireUser: user,
+      }),
     },
     {
       path: '/api',

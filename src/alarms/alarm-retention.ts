@@ -21,15 +21,23 @@ export interface AlarmRetentionDeps {
 export class AlarmRetention {
   #timer: NodeJS.Timeout | undefined;
   #stats = { runs: 0, aged: 0, capped: 0 };
+  #deps: AlarmRetentionDeps;
 
-  constructor(private readonly deps: AlarmRetentionDeps) {}
+  constructor(deps: AlarmRetentionDeps) {
+    this.#deps = deps;
+  }
+
+  /** New bounds from the retention settings; the next hourly pass applies them. */
+  setBounds(bounds: Pick<AlarmRetentionDeps, 'maxAgeMs' | 'maxCount'>): void {
+    this.#deps = { ...this.#deps, ...bounds };
+  }
 
   get stats(): { runs: number; aged: number; capped: number } {
     return { ...this.#stats };
   }
 
   start(): void {
-    this.#arm(Math.min(60_000, this.deps.intervalMs ?? 3_600_000));
+    this.#arm(Math.min(60_000, this.#deps.intervalMs ?? 3_600_000));
   }
 
   stop(): void {
@@ -40,23 +48,23 @@ export class AlarmRetention {
   #arm(delay: number): void {
     this.#timer = setTimeout(() => {
       this.runOnce();
-      this.#arm(this.deps.intervalMs ?? 3_600_000);
+      this.#arm(this.#deps.intervalMs ?? 3_600_000);
     }, delay);
     this.#timer.unref();
   }
 
   /** One pass; returns what it removed. */
   runOnce(): { aged: number; capped: number } {
-    const now = this.deps.now?.() ?? Date.now();
+    const now = this.#deps.now?.() ?? Date.now();
     try {
-      const r = this.deps.alarms.purge(now - this.deps.maxAgeMs, this.deps.maxCount);
+      const r = this.#deps.alarms.purge(now - this.#deps.maxAgeMs, this.#deps.maxCount);
       this.#stats.runs++;
       this.#stats.aged += r.aged;
       this.#stats.capped += r.capped;
-      if (r.aged + r.capped > 0) this.deps.log.info(r, 'old alarms removed');
+      if (r.aged + r.capped > 0) this.#deps.log.info(r, 'old alarms removed');
       return r;
     } catch (err) {
-      this.deps.log.error({ err }, 'alarm retention failed');
+      this.#deps.log.error({ err }, 'alarm retention failed');
       return { aged: 0, capped: 0 };
     }
   }

@@ -89,9 +89,17 @@ const PRUNE_EVERY = 1000;
 export class AuditService {
   readonly #store: AuditStore;
   #sincePrune = 0;
+  #maxRows: number;
 
   constructor(private readonly deps: AuditServiceDeps) {
     this.#store = new AuditStore(deps.db);
+    this.#maxRows = deps.maxRows ?? 100_000;
+  }
+
+  /** A new bound from the retention settings; applied at once. Returns the rows removed. */
+  setMaxRows(maxRows: number): number {
+    this.#maxRows = maxRows;
+    return this.#store.prune(maxRows);
   }
 
   /** Appends one record. An audit failure is logged, never thrown into the audited operation. */
@@ -114,7 +122,7 @@ export class AuditService {
       });
       if (++this.#sincePrune >= PRUNE_EVERY) {
         this.#sincePrune = 0;
-        this.#store.prune(this.deps.maxRows ?? 100_000);
+        this.#store.prune(this.#maxRows);
       }
     } catch (err) {
       this.deps.log.error({ err, actionType: r.actionType }, 'audit record failed');

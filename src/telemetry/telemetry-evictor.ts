@@ -32,8 +32,14 @@ const DAY_MS = 86_400_000;
  * Once over a bound, eviction goes a little below it (`slack`, 0.1% of the bound) so that it
  * does not run after every batch.
  */
+/** The bounds the retention settings change at run time (docs/telemetry.md). */
+export type TelemetryBounds = Pick<
+  TelemetryEvictorDeps,
+  'maxPoints' | 'maxPointsPerDevice' | 'ttlDays'
+>;
+
 export class TelemetryEvictor {
-  readonly #deps: TelemetryEvictorDeps;
+  #deps: TelemetryEvictorDeps;
   readonly #step: number;
   readonly #sliceMs: number;
   #immediate: NodeJS.Immediate | undefined;
@@ -53,11 +59,26 @@ export class TelemetryEvictor {
 
   start(): void {
     this.#running = true;
-    if (this.#deps.ttlDays > 0 && this.#deps.ttlCheckMs !== 0) {
+    this.#armTtl();
+    this.kick();
+  }
+
+  /** New bounds, applied from the next step (points over a lowered bound are evicted at once). */
+  setBounds(bounds: TelemetryBounds): void {
+    this.#deps = { ...this.#deps, ...bounds };
+    if (this.#running) this.#armTtl();
+    this.kick();
+  }
+
+  #armTtl(): void {
+    const wanted = this.#deps.ttlDays > 0 && this.#deps.ttlCheckMs !== 0;
+    if (wanted && !this.#interval) {
       this.#interval = setInterval(() => this.kick(), this.#deps.ttlCheckMs ?? 60_000);
       this.#interval.unref();
+    } else if (!wanted && this.#interval) {
+      clearInterval(this.#interval);
+      this.#interval = undefined;
     }
-    this.kick();
   }
 
   stop(): void {

@@ -7,7 +7,7 @@ import type { DeviceIdentity, DeviceService } from '../devices/device-service.js
 import { NotFoundError, UnavailableError, ValidationError } from '../errors.js';
 import type { ChangeSource, EventBus, TelemetryPoint } from '../events.js';
 import type { PeriodicJobs } from '../scheduler/scheduler.js';
-import { TelemetryEvictor } from './telemetry-evictor.js';
+import { type TelemetryBounds, TelemetryEvictor } from './telemetry-evictor.js';
 import {
   DecodedTelemetry,
   parseTelemetry,
@@ -125,7 +125,7 @@ export class TelemetryService {
     // The delete trigger of migration 002 removed the device's rows: recount.
     bus.on(OWNER, 'device.deleted', () => store.reloadCounts());
     evictor.start();
-    if (config.ttlDays > 0) this.#deps.jobs?.every(AGE_JOB, 60_000, () => evictor.kick());
+    this.#armAgeJob(config.ttlDays);
     log.info(
       {
         points: store.totalPoints,
@@ -134,6 +134,23 @@ export class TelemetryService {
       },
       'telemetry started',
     );
+  }
+
+  /** The age limit is checked every minute on the scheduler host, only while there is one. */
+  #armAgeJob(ttlDays: number): void {
+    const evictor = this.#evictor;
+    if (ttlDays > 0 && evictor) this.#deps.jobs?.every(AGE_JOB, 60_000, () => evictor.kick());
+    else this.#deps.jobs?.cancel(AGE_JOB);
+  }
+
+  /**
+   * The retention settings (`/api/admin/settings/retention`): new ring bounds and age limit
+   * without a restart. The writer's batch size stays as sized at start from `maxPoints`.
+   */
+  setBounds(bounds: TelemetryBounds): void {
+    const evictor = this.#requireStarted().evictor;
+    evictor.setBounds(bounds);
+    this.#armAgeJob(bounds.ttlDays);
   }
 
   /** Commits every pending point, then stops eviction. Safe to call twice. */

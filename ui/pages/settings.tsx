@@ -9,14 +9,15 @@ import {
 } from '../components/list.js';
 import { Check, ErrorText, formatTs, Tabs, useAction, useLoad } from '../components/ui.js';
 import { ApiError, api, type Id, type PageData, qs } from '../lib/api.js';
+import { RetentionSettingsForm } from './settings-retention.js';
 
 /**
  * Settings of the tenant administrator (docs/notifications.md "System settings", docs/rules.md
- * "Scheduled jobs"): the SMTP server and the SMS provider, each with a test message, and the
- * scheduler events.
+ * "Scheduled jobs"): the SMTP server and the SMS provider, each with a test message, retention
+ * (docs/telemetry.md "Retention settings") and the scheduler events.
  */
 
-const TABS = ['mail', 'sms', 'scheduler'] as const;
+const TABS = ['mail', 'sms', 'retention', 'scheduler'] as const;
 type Tab = (typeof TABS)[number];
 
 export function SettingsPage() {
@@ -29,11 +30,17 @@ export function SettingsPage() {
         tabs={TABS}
         tab={tab}
         onTab={setTab}
-        names={{ mail: 'Mail (SMTP)', sms: 'SMS', scheduler: 'Scheduler events' }}
+        names={{
+          mail: 'Mail (SMTP)',
+          sms: 'SMS',
+          retention: 'Retention',
+          scheduler: 'Scheduler events',
+        }}
       />
       <div role="tabpanel" aria-label={tab} class="panel">
         {tab === 'mail' && <MailSettings />}
         {tab === 'sms' && <SmsSettings />}
+        {tab === 'retention' && <RetentionSettingsForm />}
         {tab === 'scheduler' && <SchedulerEvents />}
       </div>
     </section>

@@ -1,6 +1,7 @@
 import { type Context, Hono } from 'hono';
 import { parsePageQuery, requireUuid } from '../../common/entity.js';
 import type { Notifications } from '../../notifications/notifications.js';
+import type { RetentionSettings } from '../../settings/retention-settings.js';
 import { type HttpEnv, queryRecord, readJson } from './context.js';
 import { type RequireUser, requireTenantAdmin } from './middleware.js';
 
@@ -101,11 +102,12 @@ export function notificationRoutes(deps: {
 }
 
 /**
- * System settings (`/api/admin/settings/{mail|sms}`) and their "send test message" endpoints,
+ * System settings (`/api/admin/settings/{mail|sms|retention}`) and the "send test message" endpoints,
  * for the tenant administrator (the gateway has no system administrator).
  */
 export function adminSettingsRoutes(deps: {
   notifications: Notifications;
+  retention: RetentionSettings;
   requireUser: RequireUser;
 }) {
   const { settings } = deps.notifications;
@@ -120,7 +122,14 @@ export function adminSettingsRoutes(deps: {
     await deps.notifications.testSms(await readJson(c));
     return c.body(null, 200);
   });
+  // Retention (docs/telemetry.md "Retention settings"): our own key, same shape.
+  app.get('/admin/settings/retention', user, admin, (c) => c.json(deps.retention.get()));
   app.get('/admin/settings/:key', user, admin, (c) => c.json(settings.get(c.req.param('key'))));
-  app.post('/admin/settings', user, admin, async (c) => c.json(settings.save(await readJson(c))));
+  app.post('/admin/settings', user, admin, async (c) => {
+    const body = await readJson(c);
+    const b = body as { key?: unknown; jsonValue?: unknown } | null;
+    if (b?.key === 'retention') return c.json(deps.retention.save(b.jsonValue));
+    return c.json(settings.save(body));
+  });
   return app;
 }
