@@ -59,5 +59,8 @@ test('retention settings: shown with their defaults, saved on the page, applied'
     }
   });
   await form.getByRole('button', { name: 'Save' }).click();
-  await form.getByRole('alert').getByText(/alarmMaxCount/).waitFor();
+  await form
+    .getByRole('alert')
+    .getByText(/alarmMaxCount/)
+    .waitFor();
 });

@@ -1,8 +1,8 @@
-import { useState } from 'preact/hooks';
 import type { RetentionValues } from '../../src/settings/retention-settings.js';
 import { Field } from '../components/list.js';
-import { ErrorText, useAction, useLoad } from '../components/ui.js';
+import { ErrorText, useLoad } from '../components/ui.js';
 import { api } from '../lib/api.js';
+import { SettingsForm } from './settings-form.js';
 
 /**
  * The Retention tab of the settings page (docs/telemetry.md "Retention settings"): what the
@@ -47,25 +47,15 @@ const FIELDS: ReadonlyArray<{ key: Key; label: string; min: number; max: number;
 
 export function RetentionSettingsForm() {
   const s = useLoad(() => api<Retention>('/api/admin/settings/retention'), []);
-  const act = useAction();
-  const [done, setDone] = useState('');
   if (!s.data) return <ErrorText error={s.error} />;
   const { jsonValue, defaults } = s.data;
-  const submit = (e: Event) => {
-    e.preventDefault();
-    const f = new FormData(e.currentTarget as HTMLFormElement);
-    const value = Object.fromEntries(FIELDS.map((d) => [d.key, Number(f.get(d.key))]));
-    setDone('');
-    void act
-      .run(() => api('/api/admin/settings', { body: { key: 'retention', jsonValue: value } }))
-      .then((ok) => {
-        if (!ok) return;
-        setDone('Saved');
-        s.reload();
-      });
-  };
   return (
-    <form class="stack card" aria-label="Retention" onSubmit={submit}>
+    <SettingsForm
+      title="Retention"
+      settingsKey="retention"
+      toJson={(f) => Object.fromEntries(FIELDS.map((d) => [d.key, Number(f.get(d.key))]))}
+      onSaved={s.reload}
+    >
       <p>
         What the gateway keeps on its storage. A new value applies at once: lower bounds remove the
         oldest data.
@@ -83,13 +73,6 @@ export function RetentionSettingsForm() {
           defaultValue={String(jsonValue[d.key])}
         />
       ))}
-      <ErrorText error={act.error} />
-      <div class="buttons">
-        <button type="submit" class="primary" disabled={act.busy}>
-          Save
-        </button>
-      </div>
-      <output aria-live="polite">{done}</output>
-    </form>
+    </SettingsForm>
   );
 }

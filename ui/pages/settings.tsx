@@ -9,6 +9,7 @@ import {
 } from '../components/list.js';
 import { Check, ErrorText, formatTs, Tabs, useAction, useLoad } from '../components/ui.js';
 import { ApiError, api, type Id, type PageData, qs } from '../lib/api.js';
+import { SettingsForm } from './settings-form.js';
 import { RetentionSettingsForm } from './settings-retention.js';
 
 /**
@@ -63,53 +64,6 @@ function useSettings(key: 'mail' | 'sms') {
   );
 }
 
-/** A settings form: `fields` from the stored value, Save and a test message. */
-function SettingsForm(props: {
-  title: string;
-  toJson: (f: FormData) => Json;
-  test: (json: Json, f: FormData) => Promise<unknown>;
-  testLabel: string;
-  children: preact.ComponentChildren;
-}) {
-  const act = useAction();
-  const [done, setDone] = useState('');
-  const run = (e: Event, what: 'save' | 'test') => {
-    const form = (e.currentTarget as HTMLElement).closest('form') as HTMLFormElement;
-    if (!form.reportValidity()) return;
-    const f = new FormData(form);
-    const json = props.toJson(f);
-    setDone('');
-    void act
-      .run(() => (what === 'save' ? saveSettings(props.title, json) : props.test(json, f)))
-      .then((ok) => ok && setDone(what === 'save' ? 'Saved' : 'Test message sent'));
-  };
-  return (
-    <form
-      class="stack card"
-      aria-label={props.title}
-      onSubmit={(e) => {
-        e.preventDefault();
-        run(e, 'save');
-      }}
-    >
-      {props.children}
-      <ErrorText error={act.error} />
-      <div class="buttons">
-        <button type="button" onClick={(e) => run(e, 'test')} disabled={act.busy}>
-          {props.testLabel}
-        </button>
-        <button type="submit" class="primary" disabled={act.busy}>
-          Save
-        </button>
-      </div>
-      <output aria-live="polite">{done}</output>
-    </form>
-  );
-}
-
-const saveSettings = (title: string, jsonValue: Json) =>
-  api('/api/admin/settings', { body: { key: title === 'Mail' ? 'mail' : 'sms', jsonValue } });
-
 function MailSettings() {
   const s = useSettings('mail');
   if (!s.data) return <ErrorText error={s.error} />;
@@ -118,6 +72,7 @@ function MailSettings() {
   return (
     <SettingsForm
       title="Mail"
+      settingsKey="mail"
       testLabel="Send test mail"
       toJson={(f) => ({
         mailFrom: String(f.get('mailFrom')),
@@ -233,6 +188,7 @@ function SmsSettings() {
   return (
     <SettingsForm
       title="SMS"
+      settingsKey="sms"
       testLabel="Send test SMS"
       toJson={toJson}
       test={(providerConfiguration, f) =>
