@@ -3,7 +3,7 @@
  * PUBACK (target: ≥ 20,000 msg/s, p99 ≤ 50 ms, and ≥ half the rate of Debian's mosquitto driven
  * by the same load generator). Usage:
  *   npm run bench:mqtt [-- --publishers 50 --inflight 16 --duration 10 --warmup 2 --procs 2
- *                          --aedes --payload json|protobuf|sparkplug]
+ *                          --aedes --payload json|protobuf|sparkplug --rounds 3 --bundle FILE]
  *
  * The gateway runs as the built bundle in its own process. The load generator runs in `--procs`
  * child processes (mqtt.js clients, one per device); each keeps `--inflight` QoS 1 publishes of a
@@ -14,11 +14,13 @@
  * CPU per message of the server and of the generator, which varies less with this machine's
  * speed than the rates do.
  *
- * `--payload protobuf` (issue 21) drives, side by side on one gateway, the JSON run and then the
- * same 3 keys as Protobuf (a PROTOBUF profile's `ts`+`values` schema); `--payload sparkplug`
- * drives JSON and then Sparkplug B edge nodes publishing NDATA of 20 metrics (by alias, encoded
- * with Eclipse Tahu's sparkplug-payload). Those modes stop the gateway cleanly (no crash check)
- * and skip mosquitto.
+ * `--payload protobuf` (issue 21) drives, side by side on one gateway, JSON and the same 3 keys
+ * and values as Protobuf (a PROTOBUF profile's `ts`+`values` schema) with the same number of
+ * clients, in `--rounds` rounds (3 by default) that alternate which format goes first; it prints
+ * each round's rates and ratio and the median ratio. `--payload sparkplug` does the same with
+ * Sparkplug B edge nodes publishing NDATA of 20 metrics (by alias, encoded with Eclipse Tahu's
+ * sparkplug-payload). `--bundle FILE` runs the same rounds on another build first (before/after
+ * in one run). Those modes stop the gateway cleanly (no crash check) and skip mosquitto.
  */
 
 import { type ChildProcess, fork, spawn } from 'node:child_process';
@@ -83,21 +85,31 @@ function profileBody(kind: PayloadKind): Record<string, unknown> {
   };
 }
 
-/** One message's encoder per payload kind; `seq` makes each timestamp unique. */
+/**
+ * A reading's temperature with 1 or 2 decimals, never integral (so that JSON's shortest text types
+ * it DOUBLE, as Protobuf's double field is): the same value in every format.
+ */
+function temperature(): number {
+  return 20 + Math.floor(Math.random() * 5) + (1 + Math.floor(Math.random() * 99)) / 100;
+}
+
+/**
+ * One message's encoder per payload kind; `seq` makes each timestamp unique. JSON and Protobuf
+ * carry the same keys and values; Protobuf is encoded from a plain object with the compiled type
+ * (no `fromObject` copy), so that the generator spends about as much per message on either.
+ */
 function encoder(kind: PayloadKind): (seq: number, base: number) => string | Buffer {
   if (kind === 'protobuf') {
     const type = protobuf.parse(PROTO_SCHEMA).root.lookupType('bench.Reading');
-    return (seq, base) =>
-      Buffer.from(
-        type
-          .encode(
-            type.fromObject({
-              ts: base + seq,
-              values: { temperature: 20 + Math.random() * 5, humidity: seq % 100, active: true },
-            }),
-          )
-          .finish(),
-      );
+    return (seq, base) => {
+      const bytes = type
+        .encode({
+          ts: base + seq,
+          values: { temperature: temperature(), humidity: seq % 100, active: true },
+        })
+        .finish();
+      return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    };
   }
   if (kind === 'sparkplug') {
     const codec = sparkplugCodec('spBv1.0');
@@ -116,7 +128,7 @@ function encoder(kind: PayloadKind): (seq: number, base: number) => string | Buf
       );
   }
   return (seq, base) =>
-    `{"ts":${base + seq},"values":{"temperature":${(20 + Math.random() * 5).toFixed(2)},"humidity":${seq % 100},"active":true}}`;
+    `{"ts":${base + seq},"values":{"temperature":${temperature()},"humidity":${seq % 100},"active":true}}`;
 }
 const MOSQUITTO = '/usr/sbin/mosquitto';
 const DRAIN_TIMEOUT_MS = 30_000;
@@ -130,6 +142,8 @@ interface GenParams {
   /** Keep publishing after the window until the broker closes the connection (crash check). */
   readonly untilClosed: boolean;
   readonly payload: PayloadKind;
+  /** The first message's timestamp (each round its own range); a day ago by default. */
+  readonly baseTs?: number;
 }
 
 type GenMsg =
@@ -188,7 +202,7 @@ async function runGenerator(p: GenParams): Promise<void> {
     ),
   );
   const encode = encoder(p.payload);
-  const base = Date.now() - 86_400_000;
+  const base = p.baseTs ?? Date.now() - 86_400_000;
   // Sparkplug: each node is born first (NBIRTH seq 0, the metrics' names and aliases).
   if (p.payload === 'sparkplug') {
     const codec = sparkplugCodec('spBv1.0');
@@ -330,6 +344,8 @@ interface RunResult {
   readonly genCpuSec: number;
   readonly serverCpuSec: number;
   readonly otherCpuSec: number;
+  /** The measured window on the monotonic clock, in µs (a V8 CPU profile's time base). */
+  readonly windowUs: readonly [number, number];
 }
 
 async function drive(
@@ -343,6 +359,7 @@ async function drive(
     warmupMs: number;
     durationMs: number;
     payload?: PayloadKind;
+    baseTs?: number;
   },
   /** Called at the end of the window while messages are in flight; the generator runs on until its connections close. */
   atWindowEnd?: () => Promise<void>,
@@ -361,6 +378,7 @@ async function drive(
       durationMs: opts.durationMs,
       untilClosed: atWindowEnd !== undefined,
       payload: opts.payload ?? 'json',
+      baseTs: opts.baseTs,
     };
     const child = fork(fileURLToPath(import.meta.url), ['--gen'], {
       env: { ...process.env, BENCH_GEN: JSON.stringify(params) },
@@ -391,9 +409,11 @@ async function drive(
     await sleep(opts.warmupMs);
     const srv0 = await cpuSeconds(serverPid);
     const m0 = machineCpu();
+    const w0 = monotonicUs();
     await sleep(opts.durationMs);
     const srv1 = await cpuSeconds(serverPid);
     const m1 = machineCpu();
+    const w1 = monotonicUs();
     await atWindowEnd?.();
     const done = await Promise.all(results);
     const hist = new Histogram();
@@ -424,6 +444,7 @@ async function drive(
       genCpuSec,
       serverCpuSec,
       otherCpuSec: Math.max(0, m1.busy - m0.busy - serverCpuSec - genCpuSec),
+      windowUs: [w0, w1],
     };
   } finally {
     clearTimeout(kill);
@@ -584,7 +605,8 @@ async function main(): Promise<void> {
       payload: { type: 'string', default: 'json' },
       /** Issue 14: no chain and the root chain with two scripts, side by side (bench:rules). */
       rules: { type: 'boolean', default: false },
-      rounds: { type: 'string', default: '2' },
+      /** Rounds side by side: 2 by default with --rules, 3 with --payload. */
+      rounds: { type: 'string' },
       /**
        * With --payload: also runs this bundle (e.g. main's build) before the current one, in the
        * same run, so that a change is compared side by side.
@@ -611,18 +633,27 @@ async function main(): Promise<void> {
   const durationS = opts.durationMs / 1000;
   if (!values['no-build']) buildBundle();
   if (values.rules) {
-    await compareRules(publishers, Number(values.rounds), opts);
+    await compareRules(publishers, Number(values.rounds ?? 2), opts);
     return;
   }
   const payload = values.payload as PayloadKind;
   if (payload === 'protobuf' || payload === 'sparkplug') {
     const profDir = values['cpu-prof'];
+    const rounds = Number(values.rounds ?? 3);
     if (values.bundle) {
       console.log(`before: ${values.bundle}`);
-      await comparePayloads(payload, publishers, opts, { bundle: values.bundle });
+      const before = await comparePayloads(payload, publishers, opts, rounds, {
+        bundle: values.bundle,
+      });
       console.log('after: this tree');
+      const after = await comparePayloads(payload, publishers, opts, rounds, { profDir });
+      console.log(
+        `  before → after, median ${payload} / JSON: rate ${median(before.ratios).toFixed(2)} → ${median(after.ratios).toFixed(2)}, ` +
+          `server cpu per message ${median(before.cpuRatios).toFixed(2)} → ${median(after.cpuRatios).toFixed(2)}`,
+      );
+      return;
     }
-    await comparePayloads(payload, publishers, opts, { profDir });
+    await comparePayloads(payload, publishers, opts, rounds, { profDir });
     return;
   }
 
@@ -794,21 +825,26 @@ async function compareRules(
 }
 
 /**
- * JSON and then `kind` on one gateway, each on its own devices, one after the other in one run
- * (the machine is shared: figures are compared within the run). Stored points are counted.
+ * JSON and `kind` on one gateway, each on its own devices (the same number of clients, the same
+ * keys and values), in `rounds` rounds that alternate the order (JSON first, then `kind` first,
+ * ...), so that neither format always runs on the warmer or the fuller gateway. Each round's
+ * rates and ratio are printed, then the median ratio: the machine is shared, so figures are
+ * compared within the run. Stored points are counted at the end.
  */
 async function comparePayloads(
   kind: 'protobuf' | 'sparkplug',
   publishers: number,
   opts: { procs: number; inflight: number; warmupMs: number; durationMs: number },
+  rounds: number,
   /** Another bundle than this tree's; a directory for a CPU profile of the gateway. */
   run: { bundle?: string; profDir?: string } = {},
-): Promise<void> {
+): Promise<{ ratios: number[]; cpuRatios: number[] }> {
   const durationS = opts.durationMs / 1000;
   const keys = kind === 'sparkplug' ? SPARKPLUG_METRICS : KEYS_PER_MESSAGE;
   console.log(
     `MQTT QoS 1 payload benchmark (issue 21): JSON (3 keys) vs ${kind} (${keys} ${kind === 'sparkplug' ? 'metrics, NDATA' : 'keys'}), ` +
-      `${publishers} publishers × ${opts.inflight} in flight, ${opts.warmupMs / 1000} s warm-up + ${durationS} s measured each`,
+      `${publishers} publishers × ${opts.inflight} in flight each, ${opts.warmupMs / 1000} s warm-up + ${durationS} s measured per run, ` +
+      `${rounds} rounds alternating the order`,
   );
   console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
   const gw = await startGatewayProcess(
@@ -816,6 +852,9 @@ async function comparePayloads(
     run.profDir ? await profilerEnv(run.profDir) : {},
     run.bundle,
   );
+  const ratios: number[] = [];
+  const cpuRatios: number[] = [];
+  const rates: number[] = [];
   try {
     const admin = await adminToken(gw.baseUrl);
     const res = await fetch(`${gw.baseUrl}/api/deviceProfile`, {
@@ -829,33 +868,63 @@ async function comparePayloads(
     const otherTokens = await createDevices(gw.baseUrl, `bench-${kind}`, publishers, 8, {
       deviceProfileId: { entityType: 'DEVICE_PROFILE', id: profileId },
     });
-    const json = await drive('JSON', gw.pid, gw.proc.ports.mqtt, jsonTokens, opts);
-    report(json, durationS);
-    const other = await drive(kind, gw.pid, gw.proc.ports.mqtt, otherTokens, {
-      ...opts,
-      payload: kind,
-    });
-    report(other, durationS);
+    // On a loaded machine the server's CPU per message compares better than the rates do.
+    const perMsg = (r: RunResult) => r.serverCpuSec / (r.rate * durationS);
+    let expected = 0;
+    // Each round's timestamps in their own range: a repeated (device, key, ts) is stored once.
+    const firstTs = Date.now() - 86_400_000;
+    for (let round = 0; round < rounds; round++) {
+      const baseTs = firstTs - (round + 1) * 100_000_000;
+      const runs: Record<'json' | 'other', RunResult | undefined> = {
+        json: undefined,
+        other: undefined,
+      };
+      const order: Array<'json' | 'other'> =
+        round % 2 === 0 ? ['json', 'other'] : ['other', 'json'];
+      for (const which of order) {
+        const r =
+          which === 'json'
+            ? await drive('JSON', gw.pid, gw.proc.ports.mqtt, jsonTokens, { ...opts, baseTs })
+            : await drive(kind, gw.pid, gw.proc.ports.mqtt, otherTokens, {
+                ...opts,
+                payload: kind,
+                baseTs,
+              });
+        report(r, durationS);
+        if (run.profDir)
+          console.log(`    window (monotonic µs, as in the profile): ${r.windowUs.join(' ')}`);
+        runs[which] = r;
+      }
+      const { json, other } = runs;
+      if (!json || !other) throw new Error('a run is missing');
+      expected += KEYS_PER_MESSAGE * json.acked + keys * other.acked;
+      ratios.push(other.rate / json.rate);
+      rates.push(other.rate);
+      cpuRatios.push(perMsg(other) / perMsg(json));
+      console.log(
+        `  round ${round + 1} (${order[0] === 'json' ? 'JSON first' : `${kind} first`}): ratio ${kind} / JSON: ` +
+          `rate ${(other.rate / json.rate).toFixed(2)}, server cpu per message ${(perMsg(other) / perMsg(json)).toFixed(2)}` +
+          ` (${(1e6 * perMsg(other)).toFixed(1)} / ${(1e6 * perMsg(json)).toFixed(1)} µs); load average ${loadAverage()}`,
+      );
+    }
     if (run.profDir) {
-      // Both runs (and the idle time after) are in the profile.
+      // Every round (and the idle time after) is in the profile.
       process.kill(gw.pid, 'SIGUSR2');
       await sleep(2000);
       console.log(`  cpu profile: ${join(run.profDir, 'gateway.cpuprofile')}`);
     }
-    const ratio = other.rate / json.rate;
-    // On a loaded machine the server's CPU per message compares better than the rates do.
-    const perMsg = (r: RunResult) => r.serverCpuSec / (r.rate * durationS);
+    const ratio = median(ratios);
     console.log(
-      `  ratio ${kind} / JSON: rate ${ratio.toFixed(2)}, server cpu per message ${(perMsg(other) / perMsg(json)).toFixed(2)}`,
+      `  median of ${rounds} rounds, ${kind} / JSON: rate ${ratio.toFixed(2)} (${ratios.map((x) => x.toFixed(2)).join(', ')}), ` +
+        `server cpu per message ${median(cpuRatios).toFixed(2)} (${cpuRatios.map((x) => x.toFixed(2)).join(', ')})`,
     );
     console.log(
       kind === 'protobuf'
-        ? `  target: Protobuf ≥ 90 % of the JSON rate ${ratio >= 0.9 ? 'met' : 'MISSED'}`
-        : `  target: NDATA of 20 metrics ≥ 10,000 msg/s ${other.rate >= 10_000 ? 'met' : 'MISSED'}`,
+        ? `  target: Protobuf ≥ 90 % of the JSON rate (median) ${ratio >= 0.9 ? 'met' : 'MISSED'}`
+        : `  target: NDATA of 20 metrics ≥ 10,000 msg/s (median ${Math.round(median(rates)).toLocaleString('en-US')}) ${median(rates) >= 10_000 ? 'met' : 'MISSED'}`,
     );
     await gw.close(true);
     const points = storedPoints(gw.dataDir);
-    const expected = KEYS_PER_MESSAGE * json.acked + keys * other.acked;
     console.log(
       `  stored points ${points}, expected ≥ ${expected} (acked × keys, plus birth metrics) → ${points >= expected ? 'OK' : 'MISMATCH'}`,
     );
@@ -864,6 +933,18 @@ async function comparePayloads(
     await gw.close();
   }
   console.log(`  load average after: ${loadAverage()}`);
+  return { ratios, cpuRatios };
+}
+
+/** The monotonic clock in µs, as V8 CPU profiles time their samples. */
+function monotonicUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 === 1 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
 }
 
 await main();

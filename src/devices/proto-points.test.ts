@@ -86,6 +86,31 @@ describe('compileTelemetryDecoder (issue 21): the same points as the JSON path',
     });
     same(SCALARS, { d: Number.NaN, s: 'text', text: '', i64: '-5', d2: 1 });
     same(SCALARS, { d: 1.5e21, f: -0 });
+    // 64-bit integers at and past the safe range: numbers up to 2^53 - 1, digits beyond.
+    for (const i64 of [
+      '9007199254740991',
+      '-9007199254740991',
+      '9007199254740992',
+      '-9007199254740993',
+    ])
+      same(SCALARS, { i64, u64: i64.replace('-', '') });
+  });
+
+  it('refuses a `ts` past the safe integers or below zero, as the JSON converter does', () => {
+    const type = rootOf(TS_VALUES);
+    for (const ts of ['9007199254740992', '-1']) {
+      const bytes = type.encode(type.fromObject({ ts, values: { t: 1 } })).finish();
+      assert.throws(
+        () => compileTelemetryDecoder(type)(bytes).points(NOW, TELEMETRY_LIMITS),
+        (err: Error) => err instanceof ValidationError && err.message.includes(`got "${ts}"`),
+        ts,
+      );
+      assert.throws(
+        () => parseTelemetryText(messageJson(type, type.decode(bytes)), NOW),
+        (err: Error) => err instanceof ValidationError && err.message.includes(`got "${ts}"`),
+      );
+    }
+    same(TS_VALUES, { ts: '9007199254740991', values: { t: 1 } });
   });
 
   it('leaves `values` that is not a message to the JSON converter', () => {

@@ -94,7 +94,12 @@ function printed(plan: FieldPlan, m: Record<string, unknown>): unknown {
 
 /** `ts` as the JSON converter reads its printed form (64-bit integers print as strings). */
 function tsValue(f: protobuf.Field, v: unknown): unknown {
-  if (LONG_TYPES.has(f.type)) return String(v);
+  if (LONG_TYPES.has(f.type)) {
+    // A safe non-negative integer is that number (its printed digits would parse back to it);
+    // any other value goes as its digits, so that the error names it as the JSON path does.
+    const n = safeLong(v);
+    return n !== undefined && n >= 0 ? n : String(v);
+  }
   const rt = f.resolvedType;
   if (rt instanceof protobuf.Enum) return rt.valuesById[v as number] ?? v;
   return v;
@@ -142,9 +147,25 @@ function planOf(f: protobuf.Field): FieldPlan {
         typeText(Buffer.from(v as Uint8Array).toString('base64'), key, limits.maxValueLength),
       );
     default:
-      // Integers: 64-bit ones print as strings, 32-bit ones as numbers; both type as LONG.
-      return plan((v, _d, limits) => typeNumber(String(v), key, limits.maxValueLength));
+      // Integers: 64-bit ones print as strings, 32-bit ones as numbers; both type as LONG. A
+      // safe integer is stored as it is; only a larger 64-bit one goes through its digits.
+      if (!LONG_TYPES.has(f.type)) return plan((v) => ({ kind: 'long', value: v as number }));
+      return plan((v, _d, limits) => {
+        const n = safeLong(v);
+        return n === undefined
+          ? typeNumber(String(v), key, limits.maxValueLength)
+          : { kind: 'long', value: n };
+      });
   }
+}
+
+/**
+ * A decoded 64-bit integer (protobufjs: a Long, or a number when the value fits) as a number
+ * when it is a safe integer; undefined when only its digits are exact.
+ */
+function safeLong(v: unknown): number | undefined {
+  const n = typeof v === 'number' ? v : (v as { toNumber(): number }).toNumber();
+  return Number.isSafeInteger(n) ? n : undefined;
 }
 
 /** One field's value as JsonFormat prints it (maps, repeated and messages included). */

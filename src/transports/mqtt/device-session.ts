@@ -36,6 +36,9 @@ export type Send = (topic: string, payload: string | Buffer, qos: 0 | 1) => Prom
  */
 export type PublishResult = 'handled' | 'unknown-topic' | MessageLabel;
 
+/** Which of the profile's filters a topic matches (attributes first, transport-profiles §2.1). */
+type ProfileRoute = 'attributes' | 'telemetry' | undefined;
+
 /** A CONNECT's will message (Sparkplug nodes must leave their NDEATH there). */
 export interface Will {
   readonly topic: string;
@@ -74,6 +77,12 @@ export class DeviceSession {
   readonly #sparkplug: SparkplugSession | undefined;
   /** Rule-engine messages carry `mqttTopic` metadata (MQTT profiles). */
   readonly #withTopic: boolean;
+  /**
+   * The profile's decision for the last topic published on (a device mostly repeats one): its
+   * filters are matched once per new topic, not per message.
+   */
+  #lastTopic: string | undefined;
+  #lastRoute: ProfileRoute = undefined;
 
   constructor(
     readonly device: DeviceIdentity,
@@ -118,12 +127,12 @@ export class DeviceSession {
     if (this.#sparkplug) return await this.#sparkplug.publish(topic, payload);
     // transport-profiles.md §2.1: the profile's attribute filter, then its telemetry filter
     // (the v1 topics by default), then the fixed topics.
-    const { settings } = this;
-    if (settings.attributesTopic.matches(topic)) {
+    const route = this.#profileRoute(topic);
+    if (route === 'attributes') {
       core.messages.postAttributes(device, codec.attributes(payload, 'profile'), this.#meta(topic));
       return 'attributes';
     }
-    if (settings.telemetryTopic.matches(topic)) {
+    if (route === 'telemetry') {
       const data = codec.telemetry(payload, 'profile');
       await core.messages.postTelemetry(device, data, undefined, this.#meta(topic));
       return 'telemetry';
@@ -156,6 +165,20 @@ export class DeviceSession {
       return 'handled';
     }
     return 'unknown-topic';
+  }
+
+  /** Whether the profile's attribute or telemetry filter takes a topic (the last one cached). */
+  #profileRoute(topic: string): ProfileRoute {
+    if (topic === this.#lastTopic) return this.#lastRoute;
+    const { settings } = this;
+    const route = settings.attributesTopic.matches(topic)
+      ? 'attributes'
+      : settings.telemetryTopic.matches(topic)
+        ? 'telemetry'
+        : undefined;
+    this.#lastTopic = topic;
+    this.#lastRoute = route;
+    return route;
   }
 
   /** ThingsBoard's short topics (reference §11): `/j` forces JSON, `/p` Protobuf. */
