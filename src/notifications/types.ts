@@ -10,16 +10,7 @@ import { ALARM_SEVERITIES } from '../alarms/types.js';
 export const DELIVERY_METHODS = ['WEB', 'EMAIL', 'SMS', 'WEBHOOK'] as const;
 export type DeliveryMethod = (typeof DELIVERY_METHODS)[number];
 
-export const NOTIFICATION_TYPES = [
-  'ALARM',
-  'ALARM_ASSIGNMENT',
-  'ALARM_COMMENT',
-  'DEVICE_ACTIVITY',
-  'ENTITY_ACTION',
-  'GENERAL',
-] as const;
-export type NotificationType = (typeof NOTIFICATION_TYPES)[number];
-
+/** The triggers of notification rules (ThingsBoard's `NotificationRuleTriggerType` subset). */
 export const TRIGGER_TYPES = [
   'ALARM',
   'ALARM_ASSIGNMENT',
@@ -27,6 +18,10 @@ export const TRIGGER_TYPES = [
   'DEVICE_ACTIVITY',
   'ENTITY_ACTION',
 ] as const;
+/** A notification's type: its rule's trigger, or GENERAL for an ad-hoc request. */
+export const NOTIFICATION_TYPES = [...TRIGGER_TYPES, 'GENERAL'] as const;
+export type NotificationType = (typeof NOTIFICATION_TYPES)[number];
+
 export type TriggerType = (typeof TRIGGER_TYPES)[number];
 
 /** `notifyOn` of an ALARM rule (ThingsBoard's `AlarmAction`). */
