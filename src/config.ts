@@ -100,6 +100,7 @@ export interface Config {
   readonly notifications: {
     readonly outboxMax: number;
     readonly inboxMax: number;
+    readonly requestsMax: number;
     readonly maxAttempts: number;
     readonly retryBaseMs: number;
     readonly retryMaxMs: number;
@@ -213,6 +214,15 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 10_000_000,
     default: 50_000,
     help: "Notifications kept in the users' inboxes together; past it the oldest are removed and counted",
+  },
+  {
+    path: 'notifications.requestsMax',
+    env: 'EDGE_NOTIFY_REQUESTS_MAX',
+    type: 'int',
+    min: 10,
+    max: 100_000,
+    default: 1000,
+    help: 'Ad-hoc notification requests kept for GET /api/notification/requests; past it the oldest are removed and counted',
   },
   {
     path: 'notifications.maxAttempts',

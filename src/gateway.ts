@@ -647,7 +647,7 @@ export class Gateway implements AsyncDisposable {
     });
     m.gauge({
       name: 'edge_notifications_dropped_total',
-      help: 'Notifications dropped at their bounds (oldest undelivered outbox rows, oldest inbox entries) and targets, templates or rules refused at theirs, since start',
+      help: 'Notifications dropped at their bounds (oldest undelivered outbox rows, oldest inbox entries, oldest ad-hoc requests) and targets, templates or rules refused at theirs, since start',
       type: 'counter',
       labelNames: ['what'],
       collect: () => {
@@ -655,6 +655,7 @@ export class Gateway implements AsyncDisposable {
         return [
           [{ what: 'outbox' }, n.outboxDropped],
           [{ what: 'inbox' }, n.inboxDropped],
+          [{ what: 'request' }, n.requestsDropped],
           [{ what: 'config_refused' }, n.configsRefused],
         ];
       },

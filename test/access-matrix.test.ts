@@ -508,6 +508,25 @@ export const ROWS: readonly Row[] = [
     on: 'none',
     expect: ANY(400, 403, 403),
   },
+  // Ad-hoc requests, kept: list, get, delete (the tenant administrator's).
+  {
+    method: 'GET',
+    path: `/api/notification/requests?${PAGE}`,
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
+  {
+    method: 'GET',
+    path: `/api/notification/request/${NO_ID}`,
+    on: 'none',
+    expect: ANY(404, 403, 403),
+  },
+  {
+    method: 'DELETE',
+    path: `/api/notification/request/${NO_ID}`,
+    on: 'none',
+    expect: ANY(404, 403, 403),
+  },
   {
     method: 'GET',
     path: `/api/notification/deliveries?${PAGE}`,

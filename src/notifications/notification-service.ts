@@ -24,6 +24,7 @@ import {
   type InboxRow,
   NotificationStore,
   type OutboxRow,
+  type RequestRow,
   type RuleRow,
   type TargetRow,
   type TemplateRow,
@@ -41,6 +42,8 @@ import {
   type Notification,
   type NotificationType,
   type OutboxPayload,
+  type RequestInfo,
+  type RequestStats,
   requestBody,
   ruleBody,
   type TargetConfig,
@@ -52,6 +55,8 @@ import {
 export interface NotificationLimits {
   /** Inbox entries kept (all users); past it the oldest go, counted. */
   readonly inboxMax: number;
+  /** Ad-hoc requests kept; past it the oldest go, counted. */
+  readonly requestsMax: number;
   /** Undelivered outbox rows; past it the oldest undelivered are dropped, counted. */
   readonly outboxMax: number;
   /** Finished deliveries kept for `GET /api/notification/deliveries`. */
@@ -86,9 +91,19 @@ export interface NotificationServiceDeps {
 export interface NotificationStats {
   inbox: number;
   pending: number;
+  requests: number;
   inboxDropped: number;
   outboxDropped: number;
+  requestsDropped: number;
   configsRefused: number;
+}
+
+/** When a firing's deliveries are due later: an escalation level, or a delayed request. */
+interface Later {
+  readonly dueAt: number;
+  /** The escalated alarm (its clear statuses cancel the delivery); null for a request. */
+  readonly alarmId: string | null;
+  readonly clear: readonly string[];
 }
 
 /** What one firing renders, before recipients: the template, its values, the inbox info. */
@@ -100,6 +115,8 @@ interface Firing {
   readonly info: Record<string, unknown>;
   /** Customer of the originator (ORIGINATOR_ENTITY_OWNER_USERS). */
   readonly customerId: string | null;
+  /** The ad-hoc request this firing sends. */
+  readonly requestId?: string;
 }
 
 const ACTION_OF: Partial<Record<AlarmEvent['action'], AlarmTrigger['notifyOn'][number]>> = {
@@ -133,7 +150,7 @@ export class NotificationService {
   #created: string[] = [];
   #queued = false;
   #flush: NodeJS.Immediate | undefined;
-  readonly #stats = { inboxDropped: 0, outboxDropped: 0, configsRefused: 0 };
+  readonly #stats = { inboxDropped: 0, outboxDropped: 0, requestsDropped: 0, configsRefused: 0 };
   #lastDropLog = 0;
 
   constructor(private readonly deps: NotificationServiceDeps) {
@@ -491,7 +508,7 @@ export class NotificationService {
         const seconds = Number(delay);
         // Escalation (later levels) starts with a new alarm; changes notify the first level.
         if (seconds > 0 && on !== 'CREATED') continue;
-        const escalation =
+        const escalation: Later | undefined =
           seconds > 0
             ? {
                 dueAt: this.#now() + seconds * 1000,
@@ -692,20 +709,52 @@ export class NotificationService {
   }
 
   /**
-   * `POST /api/notification/request`: sends a template (GENERAL) to targets now. Returns how
-   * many inbox entries and outbox rows it made.
+   * `POST /api/notification/request`: sends a template (GENERAL) to targets now, or after
+   * `additionalConfig.sendingDelayInSec`, and keeps the request (ThingsBoard's
+   * `NotificationRequestInfo`) for `GET /api/notification/requests`; past `requestsMax` the
+   * oldest request goes, counted. Inbox entries are counted as sent at once; EMAIL, SMS and
+   * webhook deliveries count when the outbox sender finishes them.
    */
-  send(body: unknown): { id: string; inbox: number; queued: number } {
+  send(body: unknown, senderId: string | null = null): RequestInfo {
     const input = validate(requestBody, body, 'notification request');
     for (const t of input.targets) this.#target(t);
-    const template = input.templateId
-      ? this.#methods(input.templateId.id)
+    const stored = input.templateId ? this.#template(input.templateId.id) : undefined;
+    const template = stored
+      ? this.#methods(stored.id)
       : (input.template?.configuration.deliveryMethodsTemplates ?? {});
     if (Object.keys(template).length === 0)
       throw new ValidationError('Invalid notification request: templateId or template is required');
     const id = randomUUID();
-    const before = { inbox: this.#created.length, queued: this.#store.pending() };
-    this.#tx(() =>
+    const now = this.#now();
+    const delay = input.additionalConfig?.sendingDelayInSec ?? 0;
+    const stats: RequestStats = { sent: {}, errors: {}, totalErrors: 0, error: null };
+    const row: RequestRow = {
+      id,
+      tenant_id: this.deps.tenants.id,
+      template_id: stored?.id ?? null,
+      template_name: stored?.name ?? null,
+      template: stored ? null : JSON.stringify(input.template?.configuration),
+      targets: JSON.stringify(input.targets),
+      info: input.info ? JSON.stringify(input.info) : null,
+      delivery_methods: JSON.stringify(
+        Object.entries(template)
+          .filter(([, t]) => t && (t as MethodTemplate).enabled !== false)
+          .map(([m]) => m),
+      ),
+      sender_id: senderId,
+      sending_delay_sec: delay,
+      stats: JSON.stringify(stats),
+      created_time: now,
+    };
+    this.#tx(() => {
+      const total = this.#store.requestTotal();
+      if (total >= this.deps.limits.requestsMax) {
+        const n = this.#store.pruneRequests(total - this.deps.limits.requestsMax + 1);
+        this.#stats.requestsDropped += n;
+        this.#logDrop('notification requests full: the oldest requests were removed');
+      }
+      this.#store.insertRequest(row);
+      const inboxBefore = this.#created.length;
       this.#fire(
         {
           ruleId: null,
@@ -714,14 +763,81 @@ export class NotificationService {
           values: {},
           customerId: null,
           info: { type: 'GENERAL', requestId: id, ...(input.info ?? {}) },
+          requestId: id,
         },
         input.targets,
-      ),
+        delay > 0 ? { dueAt: now + delay * 1000, alarmId: null, clear: [] } : undefined,
+      );
+      const web = this.#created.length - inboxBefore;
+      if (web > 0) this.#store.reportSent(id, 'WEB', web);
+    });
+    return this.getRequest(id);
+  }
+
+  getRequest(id: string): RequestInfo {
+    return this.#toRequest(this.#request(id));
+  }
+
+  /** Newest first, unless `sortProperty=createdTime` with `sortOrder=ASC`; text is the template's name. */
+  listRequests(q: PageQuery): PageData<RequestInfo> {
+    const newestFirst = q.sortProperty === undefined || q.sortOrder === 'DESC';
+    const { rows, total } = this.#store.requestPage(
+      q.textSearch ?? '',
+      newestFirst,
+      q.pageSize,
+      q.page * q.pageSize,
     );
+    return pageData(
+      rows.map((r) => this.#toRequest(r)),
+      total,
+      q,
+    );
+  }
+
+  /**
+   * Deletes a request as ThingsBoard does: the inbox entries it made are removed and what it has
+   * not delivered yet (a delayed request, retries) is cancelled.
+   */
+  deleteRequest(id: string): void {
+    this.#request(id);
+    const removed = this.#store.deleteRequest(id, this.#now());
+    for (const n of removed)
+      this.deps.bus.emit('notification.deleted', {
+        recipientId: n.recipient_id,
+        id: n.id,
+        unread: this.unreadCount(n.recipient_id),
+      });
+  }
+
+  #request(id: string): RequestRow {
+    const row = this.#store.request(id);
+    if (!row) throw new NotFoundError(`Notification request with id [${id}] is not found`);
+    return row;
+  }
+
+  #toRequest(r: RequestRow): RequestInfo {
+    const pending = this.#store.requestPending(r.id);
+    const status =
+      pending === 0
+        ? 'SENT'
+        : this.#now() < r.created_time + r.sending_delay_sec * 1000
+          ? 'SCHEDULED'
+          : 'PROCESSING';
     return {
-      id,
-      inbox: this.#created.length - before.inbox,
-      queued: this.#store.pending() - before.queued,
+      id: { entityType: 'NOTIFICATION_REQUEST', id: r.id },
+      tenantId: { entityType: 'TENANT', id: r.tenant_id },
+      createdTime: r.created_time,
+      targets: JSON.parse(r.targets) as string[],
+      templateId: r.template_id ? { entityType: 'NOTIFICATION_TEMPLATE', id: r.template_id } : null,
+      template: r.template ? { configuration: JSON.parse(r.template) as unknown } : null,
+      info: r.info === null ? null : (JSON.parse(r.info) as Record<string, unknown>),
+      additionalConfig: { sendingDelayInSec: r.sending_delay_sec },
+      originatorEntityId: r.sender_id ? { entityType: 'USER', id: r.sender_id } : null,
+      ruleId: null,
+      status,
+      stats: JSON.parse(r.stats) as RequestStats,
+      templateName: r.template_name,
+      deliveryMethods: JSON.parse(r.delivery_methods) as DeliveryMethod[],
     };
   }
 
@@ -733,11 +849,7 @@ export class NotificationService {
   }
 
   /** Writes the deliveries of one firing to `targets` (inside the caller's transaction). */
-  #fire(
-    f: Firing,
-    targetIds: readonly string[],
-    escalation?: { dueAt: number; alarmId: string; clear: readonly string[] },
-  ): void {
+  #fire(f: Firing, targetIds: readonly string[], escalation?: Later): void {
     const seen = new Set<string>();
     const once = (key: string) => !seen.has(key) && seen.add(key) && true;
     const enabled = (m: DeliveryMethod) => {
@@ -849,7 +961,7 @@ export class NotificationService {
     method: DeliveryMethod,
     recipient: string,
     content: OutboxPayload,
-    escalation?: { dueAt: number; alarmId: string; clear: readonly string[] },
+    escalation?: Later,
   ): void {
     const now = this.#now();
     if (method === 'WEB' && !escalation) {
@@ -860,6 +972,7 @@ export class NotificationService {
         subject: content.subject ?? null,
         text: content.body,
         info: f.info,
+        requestId: f.requestId ?? null,
       });
       return;
     }
@@ -887,6 +1000,7 @@ export class NotificationService {
       history: '[]',
       created_time: now,
       done_time: null,
+      request_id: f.requestId ?? null,
     };
     this.#store.insertOutbox(row);
     this.#queued = true;
@@ -904,6 +1018,7 @@ export class NotificationService {
     subject: string | null;
     text: string;
     info: unknown;
+    requestId?: string | null;
   }): void {
     const total = this.#store.inboxTotal();
     if (total >= this.deps.limits.inboxMax) {
@@ -920,6 +1035,7 @@ export class NotificationService {
       info: n.info === undefined ? null : JSON.stringify(n.info),
       status: 'SENT',
       created_time: this.#now(),
+      request_id: n.requestId ?? null,
     };
     this.#store.insertInbox(row);
     this.#created.push(row.id);
@@ -1011,6 +1127,7 @@ export class NotificationService {
     return {
       inbox: this.#store.inboxTotal(),
       pending: this.#store.pending(),
+      requests: this.#store.requestTotal(),
       ...this.#stats,
     };
   }
@@ -1071,7 +1188,7 @@ function toRule(r: RuleRow) {
 export function toNotification(r: InboxRow): Notification {
   return {
     id: { entityType: 'NOTIFICATION', id: r.id },
-    requestId: null,
+    requestId: r.request_id ? { entityType: 'NOTIFICATION_REQUEST', id: r.request_id } : null,
     recipientId: { entityType: 'USER', id: r.recipient_id },
     type: r.type as NotificationType,
     deliveryMethod: 'WEB',

@@ -1,5 +1,6 @@
 /** SQL of the notification center's tables (migration 013); statements are prepared once. */
 import type { Db } from '../db/open.js';
+import type { RequestStats } from './types.js';
 
 export interface TargetRow {
   id: string;
@@ -42,6 +43,7 @@ export interface InboxRow {
   info: string | null;
   status: 'SENT' | 'READ';
   created_time: number;
+  request_id: string | null;
 }
 
 export interface OutboxRow {
@@ -61,7 +63,31 @@ export interface OutboxRow {
   history: string;
   created_time: number;
   done_time: number | null;
+  request_id: string | null;
 }
+
+export interface RequestRow {
+  rid?: number;
+  id: string;
+  tenant_id: string;
+  template_id: string | null;
+  template_name: string | null;
+  /** The inline template's `configuration` (JSON), when no template id was given. */
+  template: string | null;
+  /** Target ids (JSON array). */
+  targets: string;
+  info: string | null;
+  /** The template's enabled delivery methods (JSON array). */
+  delivery_methods: string;
+  sender_id: string | null;
+  sending_delay_sec: number;
+  /** RequestStats as JSON. */
+  stats: string;
+  created_time: number;
+}
+
+/** Errors kept per delivery method of one request (`totalErrors` counts them all). */
+const ERRORS_KEPT = 100;
 
 /**
  * The three configuration tables (targets, templates, rules) share their SQL: insert or replace
@@ -118,6 +144,7 @@ class ConfigTable<R extends { id: string; name: string }> {
 }
 
 export class NotificationStore {
+  readonly #db: Db;
   readonly targets: ConfigTable<TargetRow>;
   readonly templates: ConfigTable<TemplateRow>;
   readonly rules: ConfigTable<RuleRow>;
@@ -146,8 +173,23 @@ export class NotificationStore {
   readonly #pruneDone;
   readonly #outboxPage;
   readonly #outboxCount;
+  readonly #insertRequest;
+  readonly #requestGet;
+  readonly #requestStats;
+  readonly #setRequestStats;
+  readonly #requestPage;
+  readonly #requestPageAsc;
+  readonly #requestCount;
+  readonly #pruneRequests;
+  readonly #deleteRequest;
+  readonly #requestPending;
+  readonly #requestInbox;
+  readonly #deleteRequestInbox;
+  readonly #cancelRequestOutbox;
+  readonly #oldestPending;
 
   constructor(db: Db) {
+    this.#db = db;
     this.targets = new ConfigTable<TargetRow>(db, 'notification_target', [
       'id',
       'tenant_id',
@@ -178,8 +220,9 @@ export class NotificationStore {
     ]);
     this.#insertInbox = db.prepare<[InboxRow]>(
       `INSERT INTO notification (id, recipient_id, rule_id, type, subject, text, info, status,
-         created_time)
-       VALUES (@id, @recipient_id, @rule_id, @type, @subject, @text, @info, @status, @created_time)`,
+         created_time, request_id)
+       VALUES (@id, @recipient_id, @rule_id, @type, @subject, @text, @info, @status, @created_time,
+         @request_id)`,
     );
     this.#inboxPage = db.prepare<[string, number, number, number], InboxRow>(
       `SELECT * FROM notification WHERE recipient_id = ? AND (? = 0 OR status = 'SENT')
@@ -214,9 +257,10 @@ export class NotificationStore {
     this.#insertOutbox = db.prepare<[OutboxRow]>(
       `INSERT INTO notification_outbox (id, method, channel, recipient, rule_id, alarm_id,
          clear_statuses, payload, status, attempts, next_at, last_error, history, created_time,
-         done_time)
+         done_time, request_id)
        VALUES (@id, @method, @channel, @recipient, @rule_id, @alarm_id, @clear_statuses, @payload,
-         @status, @attempts, @next_at, @last_error, @history, @created_time, @done_time)`,
+         @status, @attempts, @next_at, @last_error, @history, @created_time, @done_time,
+         @request_id)`,
     );
     this.#due = db.prepare<[number, number], OutboxRow>(
       `SELECT * FROM notification_outbox WHERE status = 'PENDING' AND next_at <= ?
@@ -259,6 +303,59 @@ export class NotificationStore {
     );
     this.#outboxCount = db.prepare<[{ status: string }], { n: number }>(
       "SELECT count(*) AS n FROM notification_outbox WHERE (@status = '' OR status = @status)",
+    );
+    this.#oldestPending = db.prepare<
+      [number],
+      { request_id: string; method: string; recipient: string }
+    >(
+      `SELECT request_id, method, recipient FROM (
+         SELECT rid, request_id, method, recipient FROM notification_outbox
+         WHERE status = 'PENDING' ORDER BY rid LIMIT ?)
+       WHERE request_id IS NOT NULL`,
+    );
+    this.#insertRequest = db.prepare<[RequestRow]>(
+      `INSERT INTO notification_request (id, tenant_id, template_id, template_name, template,
+         targets, info, delivery_methods, sender_id, sending_delay_sec, stats, created_time)
+       VALUES (@id, @tenant_id, @template_id, @template_name, @template, @targets, @info,
+         @delivery_methods, @sender_id, @sending_delay_sec, @stats, @created_time)`,
+    );
+    this.#requestGet = db.prepare<[string], RequestRow>(
+      'SELECT * FROM notification_request WHERE id = ?',
+    );
+    this.#requestStats = db.prepare<[string], { stats: string }>(
+      'SELECT stats FROM notification_request WHERE id = ?',
+    );
+    this.#setRequestStats = db.prepare<[string, string]>(
+      'UPDATE notification_request SET stats = ? WHERE id = ?',
+    );
+    const search = "instr(lower(coalesce(template_name, '')), ?) > 0";
+    this.#requestPage = db.prepare<[string, number, number], RequestRow>(
+      `SELECT * FROM notification_request WHERE ${search} ORDER BY rid DESC LIMIT ? OFFSET ?`,
+    );
+    this.#requestPageAsc = db.prepare<[string, number, number], RequestRow>(
+      `SELECT * FROM notification_request WHERE ${search} ORDER BY rid LIMIT ? OFFSET ?`,
+    );
+    this.#requestCount = db.prepare<[string], { n: number }>(
+      `SELECT count(*) AS n FROM notification_request WHERE ${search}`,
+    );
+    this.#pruneRequests = db.prepare<[number]>(
+      `DELETE FROM notification_request WHERE rid IN (
+         SELECT rid FROM notification_request ORDER BY rid LIMIT ?)`,
+    );
+    this.#deleteRequest = db.prepare<[string]>('DELETE FROM notification_request WHERE id = ?');
+    this.#requestPending = db.prepare<[string], { n: number }>(
+      `SELECT count(*) AS n FROM notification_outbox
+       WHERE request_id = ? AND status = 'PENDING'`,
+    );
+    this.#requestInbox = db.prepare<[string], { id: string; recipient_id: string }>(
+      'SELECT id, recipient_id FROM notification WHERE request_id = ?',
+    );
+    this.#deleteRequestInbox = db.prepare<[string]>(
+      'DELETE FROM notification WHERE request_id = ?',
+    );
+    this.#cancelRequestOutbox = db.prepare<[number, string]>(
+      `UPDATE notification_outbox SET status = 'CANCELLED', last_error = 'request deleted',
+         done_time = ? WHERE request_id = ? AND status = 'PENDING'`,
     );
   }
 
@@ -322,14 +419,24 @@ export class NotificationStore {
   countAttempt(id: string): void {
     this.#attempt.run(id);
   }
+  /**
+   * Finishes a delivery; one of a request also counts in the request's stats (SENT as sent,
+   * FAILED as an error), in the same transaction.
+   */
   finish(
-    id: string,
+    row: Pick<OutboxRow, 'id' | 'method' | 'recipient' | 'request_id'>,
     status: OutboxRow['status'],
     error: string | null,
     history: string,
     now: number,
   ) {
-    this.#finish.run(status, error, history, now, id);
+    this.#db.transaction(() => {
+      this.#finish.run(status, error, history, now, row.id);
+      if (!row.request_id) return;
+      if (status === 'SENT') this.reportSent(row.request_id, row.method, 1);
+      else if (status === 'FAILED')
+        this.reportError(row.request_id, row.method, row.recipient, error ?? 'failed');
+    })();
   }
   retry(id: string, nextAt: number, error: string, history: string): void {
     this.#retry.run(nextAt, error, history, id);
@@ -341,7 +448,10 @@ export class NotificationStore {
   pending(): number {
     return this.#pendingCount.get()?.n ?? 0;
   }
+  /** Drops the `n` oldest undelivered rows; those of a request count as its errors. */
   dropOldestPending(n: number): number {
+    for (const r of this.#oldestPending.all(n))
+      this.reportError(r.request_id, r.method, r.recipient, 'dropped: the outbox was full');
     return this.#dropOldestPending.run(n).changes;
   }
   /** Keeps the newest `keep` finished deliveries (their attempts stay readable over REST). */
@@ -353,5 +463,68 @@ export class NotificationStore {
       rows: this.#outboxPage.all({ status, limit, offset }),
       total: this.#outboxCount.get({ status })?.n ?? 0,
     };
+  }
+
+  // ---- ad-hoc requests ----
+
+  insertRequest(row: RequestRow): void {
+    this.#insertRequest.run(row);
+  }
+  request(id: string): RequestRow | undefined {
+    return this.#requestGet.get(id);
+  }
+  requestPage(
+    search: string,
+    newestFirst: boolean,
+    limit: number,
+    offset: number,
+  ): { rows: RequestRow[]; total: number } {
+    const s = search.toLowerCase();
+    const page = newestFirst ? this.#requestPage : this.#requestPageAsc;
+    return { rows: page.all(s, limit, offset), total: this.#requestCount.get(s)?.n ?? 0 };
+  }
+  requestTotal(): number {
+    return this.#requestCount.get('')?.n ?? 0;
+  }
+  pruneRequests(n: number): number {
+    return this.#pruneRequests.run(n).changes;
+  }
+  /** Undelivered outbox rows of a request (it is PROCESSING or SCHEDULED while there are any). */
+  requestPending(id: string): number {
+    return this.#requestPending.get(id)?.n ?? 0;
+  }
+  #updateStats(id: string, change: (s: RequestStats) => void): void {
+    const row = this.#requestStats.get(id);
+    if (!row) return; // dropped at the bound or deleted: nothing to count in
+    const stats = JSON.parse(row.stats) as RequestStats;
+    change(stats);
+    this.#setRequestStats.run(JSON.stringify(stats), id);
+  }
+  reportSent(id: string, method: string, n: number): void {
+    this.#updateStats(id, (s) => {
+      s.sent[method] = (s.sent[method] ?? 0) + n;
+    });
+  }
+  reportError(id: string, method: string, recipient: string, error: string): void {
+    this.#updateStats(id, (s) => {
+      s.totalErrors++;
+      s.errors[method] ??= {};
+      const errors = s.errors[method];
+      if (recipient in errors || Object.keys(errors).length < ERRORS_KEPT)
+        errors[recipient] = error;
+    });
+  }
+  /**
+   * Deletes a request: its inbox entries go, its undelivered outbox rows are CANCELLED. Returns
+   * the inbox entries removed (for the bus).
+   */
+  deleteRequest(id: string, now: number): Array<{ id: string; recipient_id: string }> {
+    return this.#db.transaction(() => {
+      const removed = this.#requestInbox.all(id);
+      this.#deleteRequestInbox.run(id);
+      this.#cancelRequestOutbox.run(now, id);
+      this.#deleteRequest.run(id);
+      return removed;
+    })();
   }
 }

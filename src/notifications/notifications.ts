@@ -81,6 +81,7 @@ export function createNotifications(deps: NotificationsDeps): Notifications {
     },
     limits: {
       inboxMax: deps.config.inboxMax,
+      requestsMax: deps.config.requestsMax,
       outboxMax: deps.config.outboxMax,
       doneKept: DONE_KEPT,
       maxConfigs: 1000,
@@ -93,7 +94,7 @@ export function createNotifications(deps: NotificationsDeps): Notifications {
     channels,
     log: deps.log,
     alarmStatus: deps.alarmStatus,
-    toInbox: (recipientId, p) => {
+    toInbox: (recipientId, p, requestId) => {
       const web = (p.web ?? {}) as { type?: string; info?: unknown };
       service.insertInbox({
         recipientId,
@@ -102,6 +103,7 @@ export function createNotifications(deps: NotificationsDeps): Notifications {
         subject: p.subject ?? null,
         text: p.body,
         info: web.info,
+        requestId,
       });
     },
     retryBaseMs: deps.config.retryBaseMs,

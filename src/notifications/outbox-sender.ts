@@ -20,7 +20,11 @@ export interface OutboxSenderDeps {
   /** An alarm's status now; undefined when it is gone. */
   readonly alarmStatus: (alarmId: string) => AlarmStatus | undefined;
   /** A delayed WEB delivery is due: write it into the user's inbox. */
-  readonly toInbox: (recipientId: string, payload: OutboxPayload & { web?: unknown }) => void;
+  readonly toInbox: (
+    recipientId: string,
+    payload: OutboxPayload & { web?: unknown },
+    requestId: string | null,
+  ) => void;
   readonly retryBaseMs: number;
   readonly retryMaxMs: number;
   readonly maxAttempts: number;
@@ -126,7 +130,7 @@ export class OutboxSender {
       const clear = JSON.parse(row.clear_statuses) as string[];
       if (status === undefined || (clear.length > 0 && statusMatches(status, clear))) {
         store.finish(
-          row.id,
+          row,
           'CANCELLED',
           status ? `alarm is ${status}` : 'alarm is gone',
           row.history,
@@ -140,7 +144,7 @@ export class OutboxSender {
     try {
       await this.#send(row);
       history.push({ ts: this.#now(), ok: true });
-      store.finish(row.id, 'SENT', null, JSON.stringify(history.slice(-HISTORY_KEPT)), this.#now());
+      store.finish(row, 'SENT', null, JSON.stringify(history.slice(-HISTORY_KEPT)), this.#now());
       this.#sent++;
       return true;
     } catch (err) {
@@ -150,7 +154,7 @@ export class OutboxSender {
       // A receiver that is down is waited for (bounded by the outbox cap); one that answers
       // with a refusal gets `maxAttempts`.
       if (attempt >= this.deps.maxAttempts && !isUnreachable(err)) {
-        store.finish(row.id, 'FAILED', error, kept, this.#now());
+        store.finish(row, 'FAILED', error, kept, this.#now());
         this.#failed++;
         this.deps.log.warn(
           { id: row.id, method: row.method, recipient: row.recipient, attempts: attempt, error },
@@ -183,7 +187,7 @@ export class OutboxSender {
       case 'WEBHOOK':
         return ch.webhook(row.recipient, p.body, { method: p.httpMethod, headers: p.headers });
       case 'WEB':
-        this.deps.toInbox(row.recipient, p);
+        this.deps.toInbox(row.recipient, p, row.request_id);
         return Promise.resolve();
       default:
         return Promise.reject(new Error(`unknown delivery method ${row.method}`));

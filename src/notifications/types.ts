@@ -120,7 +120,42 @@ export const requestBody = z.looseObject({
   template: templateBody.pick({ configuration: true }).nullish(),
   targets: z.array(z.uuid()).min(1).max(100),
   info: z.record(z.string(), z.unknown()).nullish(),
+  /** ThingsBoard's `NotificationRequestConfig`: send later (at most a week). */
+  additionalConfig: z
+    .looseObject({ sendingDelayInSec: z.number().int().min(0).max(604_800).default(0) })
+    .nullish(),
 });
+
+/**
+ * ThingsBoard's `NotificationRequestStats`: sent per delivery method, errors per method and
+ * recipient (at most 100 kept per method; `totalErrors` counts them all).
+ */
+export interface RequestStats {
+  sent: Record<string, number>;
+  errors: Record<string, Record<string, string>>;
+  totalErrors: number;
+  error: string | null;
+}
+
+/** A stored request as REST shows it (ThingsBoard's `NotificationRequestInfo`). */
+export interface RequestInfo {
+  readonly id: { entityType: 'NOTIFICATION_REQUEST'; id: string };
+  readonly tenantId: { entityType: 'TENANT'; id: string };
+  readonly createdTime: number;
+  readonly targets: string[];
+  readonly templateId: { entityType: 'NOTIFICATION_TEMPLATE'; id: string } | null;
+  readonly template: { configuration: unknown } | null;
+  readonly info: Record<string, unknown> | null;
+  readonly additionalConfig: { sendingDelayInSec: number };
+  /** The user who sent it. */
+  readonly originatorEntityId: { entityType: 'USER'; id: string } | null;
+  readonly ruleId: null;
+  /** SCHEDULED until its delay passed, PROCESSING while deliveries are undelivered, then SENT. */
+  readonly status: 'SCHEDULED' | 'PROCESSING' | 'SENT';
+  readonly stats: RequestStats;
+  readonly templateName: string | null;
+  readonly deliveryMethods: DeliveryMethod[];
+}
 
 const alarmTrigger = z.looseObject({
   triggerType: z.literal('ALARM'),

@@ -16,6 +16,7 @@ import { m014Notifications } from './014-notifications.js';
 import { m015ProfileRuleChain } from './015-profile-rule-chain.js';
 import { m016Upstream } from './016-upstream.js';
 import { m017TelemetryLogRing } from './017-telemetry-log-ring.js';
+import { m018NotificationRequests } from './018-notification-requests.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -36,4 +37,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m015ProfileRuleChain,
   m016Upstream,
   m017TelemetryLogRing,
+  m018NotificationRequests,
 ];

@@ -7,8 +7,9 @@ import { type RequireUser, requireTenantAdmin } from './middleware.js';
 
 /**
  * The notification center on ThingsBoard's paths (platform.md §8), mounted at `/api`: targets,
- * templates and rules (tenant administrator), ad-hoc requests, every user's own inbox, and the
- * outbox deliveries with their attempts (ours: `GET /api/notification/deliveries`).
+ * templates and rules (tenant administrator), ad-hoc requests (kept: list, get, delete), every
+ * user's own inbox, and the outbox deliveries with their attempts (ours:
+ * `GET /api/notification/deliveries`).
  */
 export function notificationRoutes(deps: {
   notifications: Notifications;
@@ -71,7 +72,20 @@ export function notificationRoutes(deps: {
     });
   }
 
-  app.post('/notification/request', user, admin, async (c) => c.json(n.send(await readJson(c))));
+  // Ad-hoc requests, kept (bounded) with their status and per-method stats.
+  app.post('/notification/request', user, admin, async (c) =>
+    c.json(n.send(await readJson(c), c.var.principal.userId)),
+  );
+  app.get('/notification/requests', user, admin, (c) =>
+    c.json(n.listRequests(parsePageQuery(queryRecord(c), ['createdTime'] as const))),
+  );
+  app.get('/notification/request/:id', user, admin, (c) =>
+    c.json(n.getRequest(requireUuid(c.req.param('id'), 'requestId'))),
+  );
+  app.delete('/notification/request/:id', user, admin, (c) => {
+    n.deleteRequest(requireUuid(c.req.param('id'), 'requestId'));
+    return c.body(null, 200);
+  });
   app.get('/notification/deliveries', user, admin, (c) =>
     c.json(n.deliveries(page(c), c.req.query('status') || undefined)),
   );
