@@ -833,6 +833,9 @@ async function buildServices(
     log: loggers.auth,
     audit,
     customers,
+    // The notification center is built below; a reset mail is sent at request time.
+    mailer: () =>
+      notifications.settings.smtp() ? (mail) => notifications.channels.email(mail) : undefined,
   });
   await users.bootstrapAdmin();
   const auth = new AuthService({ config, users, log: loggers.auth, audit });

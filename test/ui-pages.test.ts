@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { launchBrowser, newPage, screenshot, signIn } from './helpers/browser.js';
-import { startGateway, type TestGateway } from './helpers/gateway.js';
+import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
+import { startSmtp } from './helpers/notify.js';
+import { activateUser, createCustomer, createUser } from './helpers/users.js';
 
 // The settings and setup pages beyond the basics (issue 15 item 4): retention settings, alarm
 // assignment, password reset from the sign-in page, scheduler event editing and the notification
@@ -11,17 +13,27 @@ import { startGateway, type TestGateway } from './helpers/gateway.js';
 let t: TestGateway;
 let browser: Browser;
 let page: Page;
+let smtp: Awaited<ReturnType<typeof startSmtp>>;
 
 before(async () => {
   t = await startGateway({ config: { telemetry: { maxPoints: 2_000_000 } } });
+  smtp = await startSmtp();
   browser = await launchBrowser();
   page = await newPage(browser);
 });
 
 after(async () => {
   await browser?.close();
+  await smtp?.close();
   await t?.close();
 });
+
+/** The text of a received mail: MIME quoted-printable soft breaks and escapes undone. */
+function mailText(data: string): string {
+  return data
+    .replace(/=\r?\n/g, '')
+    .replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+}
 
 const adminGet = async <T>(path: string): Promise<T> =>
   (await (await t.api(path, { token: await t.adminToken() })).json()) as T;
@@ -63,4 +75,65 @@ test('retention settings: shown with their defaults, saved on the page, applied'
     .getByRole('alert')
     .getByText(/alarmMaxCount/)
     .waitFor();
+});
+
+test('password reset from the sign-in page: a mail through the SMTP settings, the link, a new password', async () => {
+  const admin = await t.adminToken();
+  const res = await t.api('/api/admin/settings', {
+    token: admin,
+    body: {
+      key: 'mail',
+      jsonValue: { mailFrom: 'gateway@plant.local', smtpHost: '127.0.0.1', smtpPort: smtp.port },
+    },
+  });
+  assert.equal(res.status, 200);
+  const customerId = await createCustomer(t, 'Reset Works');
+  const userId = await createUser(t, 'forgetful@plant.local', customerId);
+  await activateUser(t, userId, 'old-password-1');
+
+  const p = await newPage(browser);
+  await p.goto(t.baseUrl);
+  await p.getByRole('button', { name: 'Forgot password?' }).click();
+  const form = p.getByRole('form', { name: 'Reset password' });
+  await form.getByLabel('Email').fill('forgetful@plant.local');
+  await form.getByRole('button', { name: 'Send reset link' }).click();
+  await form.getByText(/a mail with a reset link is on its way/).waitFor();
+  // An unknown address gets the same answer and no mail.
+  await form.getByLabel('Email').fill('nobody@plant.local');
+  await form.getByRole('button', { name: 'Send reset link' }).click();
+  await form.getByText(/If nobody@plant.local belongs to an account/).waitFor();
+  await screenshot(p, 'forgot-password');
+
+  const mail = await waitFor(
+    () => smtp.mails.find((m) => m.to.includes('forgetful@plant.local')),
+    30_000,
+    'the reset mail',
+  );
+  assert.equal(mail.from, 'gateway@plant.local');
+  const link = /http:\/\/\S+\/api\/noauth\/resetPassword\?resetToken=[A-Za-z0-9]{30}/.exec(
+    mailText(mail.data),
+  )?.[0];
+  assert.ok(link, 'the mail carries the reset link');
+  assert.ok(link.startsWith(t.baseUrl), link);
+
+  await p.goto(link);
+  await p.getByRole('heading', { name: 'Reset password' }).waitFor();
+  await p.getByLabel('Password', { exact: true }).fill('new-password-2');
+  await p.getByLabel('Repeat password').fill('new-password-2');
+  await p.getByRole('button', { name: 'Save' }).click();
+  // Signed in with the new password's tokens: the customer user's pages.
+  await p.getByRole('navigation', { name: 'Main' }).waitFor();
+  await p.getByText('forgetful@plant.local').first().waitFor();
+  await p.close();
+
+  const login = (password: string) =>
+    t.api('/api/auth/login', { body: { username: 'forgetful@plant.local', password } });
+  assert.equal((await login('new-password-2')).status, 200);
+  assert.equal((await login('old-password-1')).status, 401);
+  assert.equal(smtp.mails.filter((m) => m.to.includes('nobody@plant.local')).length, 0);
+  // The link works once.
+  const again = await t.api('/api/noauth/resetPassword', {
+    body: { resetToken: new URL(link).searchParams.get('resetToken'), password: 'third-pass-3' },
+  });
+  assert.equal(again.status, 400);
 });

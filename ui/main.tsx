@@ -84,9 +84,13 @@ function Lazy(props: { load: Loader; params: Record<string, string> }) {
   return <Page params={props.params} />;
 }
 
+const loadForgotPassword: Loader = () =>
+  import('./pages/forgot-password.js').then((m) => m.ForgotPasswordPage);
+
 function Login() {
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
+  const [forgot, setForgot] = useState(false);
   const submit = async (e: Event) => {
     e.preventDefault();
     const form = new FormData(e.currentTarget as HTMLFormElement);
@@ -102,6 +106,12 @@ function Login() {
       setBusy(false);
     }
   };
+  if (forgot)
+    return (
+      <main class="narrow">
+        <Lazy load={loadForgotPassword} params={{}} />
+      </main>
+    );
   return (
     <main class="narrow">
       <form onSubmit={submit} class="card stack">
@@ -122,6 +132,9 @@ function Login() {
             {error}
           </p>
         )}
+        <button type="button" class="link" onClick={() => setForgot(true)}>
+          Forgot password?
+        </button>
       </form>
     </main>
   );

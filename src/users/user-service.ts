@@ -31,6 +31,7 @@ import {
   NotFoundError,
   ValidationError,
 } from '../errors.js';
+import type { EmailMessage } from '../rules/types.js';
 import type { TenantService } from '../tenant/tenant-service.js';
 import { generatePassword, hashPassword, verifyPassword } from './password.js';
 import {
@@ -94,6 +95,11 @@ export interface UserServiceDeps {
   readonly log: Logger;
   readonly audit: AuditService;
   readonly customers: CustomerService;
+  /**
+   * Sends a mail through the system SMTP settings; undefined while none are configured (read at
+   * each request: mail settings change at run time).
+   */
+  readonly mailer?: () => ((mail: EmailMessage) => Promise<void>) | undefined;
 }
 
 export class UserService {
@@ -343,18 +349,38 @@ export class UserService {
   }
 
   /**
-   * `POST /api/noauth/resetPasswordByEmail`: never tells whether the email exists. With no mail
-   * configured nobody could receive a token, so none is issued (issuing one would also cancel a
-   * reset link the administrator already handed out); the request is logged with the user id so
-   * the administrator can hand over a link from `passwordResetLink`.
+   * `POST /api/noauth/resetPasswordByEmail`: never tells whether the email exists (the caller
+   * answers 200 at once; the mail goes out after). With the system SMTP settings configured, an
+   * enabled, activated user gets a mail with a reset link on `baseUrl` (ThingsBoard's
+   * `/api/noauth/resetPassword?resetToken=`). Without them nobody could receive a token, so none
+   * is issued (issuing one would also cancel a reset link the administrator already handed out);
+   * the request is logged with the user id so the administrator can hand over a link from
+   * `passwordResetLink`.
    */
-  requestPasswordReset(email: unknown): void {
+  requestPasswordReset(email: unknown, baseUrl: string): void {
     if (typeof email !== 'string') return;
     const row = this.#store.byEmail(email);
     if (!row?.password_hash || !row.enabled) return;
-    this.deps.log.info(
-      { userId: row.id },
-      'password reset requested; no mail sent (email is not configured)',
+    const send = this.deps.mailer?.();
+    if (!send) {
+      this.deps.log.info(
+        { userId: row.id },
+        'password reset requested; no mail sent (email is not configured)',
+      );
+      return;
+    }
+    const link = `${baseUrl}/api/noauth/resetPassword?resetToken=${this.#issueToken(row.id, 'RESET')}`;
+    const hours = Math.round(USER_TOKEN_TTL_MS / 3_600_000);
+    send({
+      to: row.email,
+      subject: 'Password reset',
+      body:
+        `A password reset was requested for ${row.email} on the edge gateway.\n\n` +
+        `Open this link to set a new password (valid for ${hours} hours, once):\n${link}\n\n` +
+        'If you did not ask for it, ignore this mail: your password stays as it is.\n',
+    }).then(
+      () => this.deps.log.info({ userId: row.id }, 'password reset mail sent'),
+      (err: unknown) => this.deps.log.warn({ err, userId: row.id }, 'password reset mail failed'),
     );
   }
 

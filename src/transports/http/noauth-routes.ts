@@ -100,7 +100,9 @@ export function noauthRoutes(deps: { users: UserService; auth: AuthService }) {
 
   app.post('/api/noauth/resetPasswordByEmail', async (c) => {
     const body = (await readJson(c)) as { email?: unknown } | null;
-    users.requestPasswordReset(body?.email);
+    // @NOTE: the link is built from the address the request came to, as ThingsBoard does without
+    // a fixed base URL (docs/users.md "Password reset").
+    users.requestPasswordReset(body?.email, new URL(c.req.url).origin);
     return c.body(null, 200);
   });
 
