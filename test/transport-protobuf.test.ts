@@ -204,6 +204,10 @@ describe('PROTOBUF device profiles', () => {
         { qos: 1 },
       );
       await waitFor(async () => (await clientAttributes(d.id)).serialNumber === 'SN-9');
+      // A numeric-looking string is cast, as from JSON (device-api §1.2); short topic this time.
+      await c.publishAsync('v2/a', bytes(Config, { serialNumber: '1024' }), { qos: 1 });
+      await waitFor(async () => (await clientAttributes(d.id)).serialNumber === 1024);
+      assert.equal((await clientAttributes(d.id)).firmwareVersion, '1.2.3');
 
       await c.subscribeAsync('v1/devices/me/attributes/response/+', { qos: 1 });
       const response = nextMessage(c, 'v1/devices/me/attributes/response/3');

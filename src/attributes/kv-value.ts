@@ -14,7 +14,12 @@ import {
   parseJsonText,
   stringifyJsonText,
 } from '../common/json-text.js';
-import { NUMERIC_STRING_RE, typeNumber, type ValueKind } from '../common/value-typing.js';
+import {
+  NUMERIC_STRING_RE,
+  type TypedValue,
+  typeNumber,
+  type ValueKind,
+} from '../common/value-typing.js';
 import { ValidationError } from '../errors.js';
 import type { KvType, KvValue } from './types.js';
 
@@ -34,11 +39,15 @@ export interface TypingOptions {
   readonly cast: boolean;
 }
 
+/** A value typed by common/value-typing, as an attribute value. */
+export function kvValueOf(typed: TypedValue): KvValue {
+  return { type: KV_TYPE[typed.kind], value: typed.value };
+}
+
 /** Types a JSON number literal (its source text) by the rules of §1.2 (common/value-typing). */
 export function typeNumberLiteral(text: string, key = ''): KvValue {
   if (!NUMBER_LITERAL_RE.test(text)) throw new ValidationError(`Not a number: ${text}`);
-  const typed = typeNumber(text, key);
-  return { type: KV_TYPE[typed.kind], value: typed.value } as KvValue;
+  return kvValueOf(typeNumber(text, key));
 }
 
 function typeString(s: string, opts: TypingOptions): KvValue {
@@ -102,6 +111,16 @@ export function parseTypedObject(text: string, opts: TypingOptions): Map<string,
     if (typed) out.set(key, typed);
   }
   return out;
+}
+
+/**
+ * One member of an attribute object given as its JSON text (a decoder that printed only that
+ * member), typed as `parseTypedObject` types it inside the object (strings cast).
+ */
+export function typeJsonMember(key: string, text: string): KvValue {
+  const typed = typeParsed(key, parseJsonText(text, MAX_JSON_DEPTH - 1), { cast: true });
+  if (!typed) throw new ValidationError(`Attribute '${key}' has no value`);
+  return typed;
 }
 
 function typeParsed(key: string, value: JsonText, opts: TypingOptions): KvValue | undefined {

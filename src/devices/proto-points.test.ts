@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import protobuf from 'protobufjs';
+import { parseTypedObject } from '../attributes/kv-value.js';
 import { ValidationError } from '../errors.js';
 import { parseTelemetryText, TELEMETRY_LIMITS } from '../telemetry/telemetry-parser.js';
-import { compileTelemetryDecoder, messageJson } from './proto-points.js';
+import { compileAttributesDecoder, compileTelemetryDecoder, messageJson } from './proto-points.js';
 
 const NOW = 1_700_000_000_000;
 
@@ -33,6 +34,18 @@ function same(schema: string, value: Record<string, unknown>): void {
   const viaJson = parseTelemetryText(messageJson(type, type.decode(bytes)), NOW);
   const direct = compileTelemetryDecoder(type)(bytes).points(NOW, TELEMETRY_LIMITS);
   assert.deepEqual(direct, viaJson, JSON.stringify(value));
+}
+
+/**
+ * The typed attributes must equal what the JSON path stores: JsonFormat text typed by
+ * `parseTypedObject` with strings cast (device-api.md §2.1).
+ */
+function sameAttributes(schema: string, value: Record<string, unknown>): void {
+  const type = rootOf(schema);
+  const bytes = type.encode(type.fromObject(value)).finish();
+  const viaJson = parseTypedObject(messageJson(type, type.decode(bytes)), { cast: true });
+  const direct = compileAttributesDecoder(type)(bytes);
+  assert.deepEqual([...direct], [...viaJson], JSON.stringify(value));
 }
 
 const TB_DEFAULT = `syntax = "proto3"; package telemetry;
@@ -137,5 +150,48 @@ describe('compileTelemetryDecoder (issue 21): the same points as the JSON path',
       () => compileTelemetryDecoder(type)(bytes).points(NOW, limits),
       /more than 2 data points/,
     );
+  });
+});
+
+describe('compileAttributesDecoder (issue 21): the same client attributes as the JSON path', () => {
+  it("types ThingsBoard's default attributes schema and nested messages as JSON", () => {
+    const TB_ATTRIBUTES = `syntax ="proto3"; package attributes;
+message SensorConfiguration { optional string firmwareVersion = 1; optional string serialNumber = 2; }`;
+    sameAttributes(TB_ATTRIBUTES, { firmwareVersion: '1.0.3', serialNumber: 'SN-001' });
+    // Numeric-looking strings are cast, as the JSON path casts them.
+    sameAttributes(TB_ATTRIBUTES, { firmwareVersion: '42', serialNumber: '0012.50' });
+    sameAttributes(TB_ATTRIBUTES, {});
+    sameAttributes(TB_DEFAULT, {
+      temperature: 21.123456789012344,
+      innerObject: { key1: 'v', key2: true, key3: 1.5, key4: 7, key5: '12' },
+    });
+  });
+
+  it('types every scalar kind, defaults included, as the printed JSON does', () => {
+    sameAttributes(SCALARS, {});
+    sameAttributes(SCALARS, {
+      d: 1e-7,
+      f: 0.1,
+      i64: '9007199254740993',
+      u64: '18446744073709551615',
+      s32: -12,
+      s: '123.5',
+      b: Buffer.from([0xd7, 0x6d, 0xf8]),
+      mode: 1,
+      flag: true,
+      list: [1, 2],
+      m: { a: 1, b: 2.5 },
+      number: 4,
+    });
+    sameAttributes(SCALARS, { d: Number.NaN, s: 'text', text: '', i64: '-5', mode: 7 });
+    sameAttributes(SCALARS, { d: 1.5e21, f: -0, d2: 40 });
+    sameAttributes(SCALARS, { d: 40, b: Buffer.from('1234', 'base64') });
+    for (const i64 of [
+      '9007199254740991',
+      '-9007199254740991',
+      '9007199254740992',
+      '-9007199254740993',
+    ])
+      sameAttributes(SCALARS, { i64, u64: i64.replace('-', '') });
   });
 });

@@ -1,11 +1,19 @@
 /**
- * A PROTOBUF profile's telemetry schema compiled into typed points (issue 21): a decoded message
- * becomes the points ThingsBoard stores for it, as if it had been printed with protobuf-java's
- * JsonFormat and read by the JSON converter (transport-profiles.md §2.2), but without the JSON
- * text in between. The JSON printer is here too: attributes and RPC replies still go as text.
+ * A PROTOBUF profile's telemetry and attribute schemas compiled into typed values (issue 21): a
+ * decoded message becomes the points (or client attributes) ThingsBoard stores for it, as if it
+ * had been printed with protobuf-java's JsonFormat and read by the JSON converter
+ * (transport-profiles.md §2.2), but without the JSON text in between. The JSON printer is here
+ * too: RPC replies still go as text, and nested values are typed from their printed JSON.
  */
 
 import protobuf from 'protobufjs';
+import {
+  kvValueOf,
+  typeJsonMember,
+  typeJsValue,
+  typeNumberLiteral,
+} from '../attributes/kv-value.js';
+import type { KvValue } from '../attributes/types.js';
 import { parseJsonNative, parseJsonTextExact } from '../common/json-text.js';
 import { type TypedValue, typeBinaryDouble, typeNumber, typeText } from '../common/value-typing.js';
 import {
@@ -21,15 +29,23 @@ const LONG_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64'])
 /** A decoded message of the compiled type, typed into points. */
 export type TelemetryDecoder = (payload: Uint8Array) => DecodedTelemetry;
 
+/** A decoded message of the attributes type, typed as client attributes (§1.2, strings cast). */
+export type AttributesDecoder = (payload: Uint8Array) => Map<string, KvValue>;
+
 /** How one field of a message becomes a value: its printed presence and its typing. */
 interface FieldPlan {
   readonly field: protobuf.Field;
   readonly key: string;
   /** JsonFormat prints it only when set (optional, message and oneof fields). */
   readonly presence: boolean;
-  /** The typed value; `depth` is the nesting level a JSON value starts at. */
+  /** The typed point value; `depth` is the nesting level a JSON value starts at. */
   readonly type: (v: unknown, depth: number, limits: PointCollector['limits']) => TypedValue;
+  /** The typed attribute value, as `parseTypedObject` types the printed member. */
+  readonly attribute: (v: unknown) => KvValue;
 }
+
+/** Cast numeric-looking strings, as the device API does for attributes. */
+const CAST = { cast: true } as const;
 
 /**
  * Compiles the telemetry root type once per profile: a decoder of payloads into points. A
@@ -63,6 +79,23 @@ export function compileTelemetryDecoder(type: protobuf.Type): TelemetryDecoder {
       }
       typeMembers(fields, m, now, 2, out);
     });
+  };
+}
+
+/**
+ * Compiles the attributes root type once per profile: a decoder of payloads into the client
+ * attributes the JSON path stores for the printed message (`parseTypedObject`, strings cast).
+ */
+export function compileAttributesDecoder(type: protobuf.Type): AttributesDecoder {
+  const fields = type.fieldsArray.map(planOf);
+  return (payload) => {
+    const m = type.decode(payload) as unknown as Record<string, unknown>;
+    const out = new Map<string, KvValue>();
+    for (const plan of fields) {
+      const v = printed(plan, m);
+      if (v !== undefined) out.set(plan.key, plan.attribute(v));
+    }
+    return out;
   };
 }
 
@@ -111,51 +144,88 @@ function planOf(f: protobuf.Field): FieldPlan {
   const key = f.name;
   const presence =
     rt instanceof protobuf.Type || f.partOf !== null || f.options?.proto3_optional === true;
-  const plan = (type: FieldPlan['type']): FieldPlan => ({
+  const plan = (type: FieldPlan['type'], attribute: FieldPlan['attribute']): FieldPlan => ({
     field: f,
     key,
     presence: presence && !f.repeated && !f.map,
     type,
+    attribute,
   });
   if (f.map || f.repeated || rt instanceof protobuf.Type) {
     // A nested value is stored as one JSON value: typed from its printed text, as before.
-    return plan((v, depth, limits) => {
-      const text = valueText(f, v);
-      const parsed =
-        parseJsonNative(text, limits.maxDepth) ?? parseJsonTextExact(text, limits.maxDepth);
-      return typeValue(key, parsed, depth, limits);
-    });
+    return plan(
+      (v, depth, limits) => {
+        const text = valueText(f, v);
+        const parsed =
+          parseJsonNative(text, limits.maxDepth) ?? parseJsonTextExact(text, limits.maxDepth);
+        return typeValue(key, parsed, depth, limits);
+      },
+      (v) => typeJsonMember(key, valueText(f, v)),
+    );
   }
   if (rt instanceof protobuf.Enum) {
-    return plan((v, _d, limits) => {
-      const name = rt.valuesById[v as number];
-      return name === undefined
-        ? typeNumber(String(v), key, limits.maxValueLength)
-        : typeText(name, key, limits.maxValueLength);
-    });
+    return plan(
+      (v, _d, limits) => {
+        const name = rt.valuesById[v as number];
+        return name === undefined
+          ? typeNumber(String(v), key, limits.maxValueLength)
+          : typeText(name, key, limits.maxValueLength);
+      },
+      (v) => {
+        const name = rt.valuesById[v as number];
+        return name === undefined
+          ? typeNumberLiteral(String(v), key)
+          : (typeJsValue(name, CAST) as KvValue);
+      },
+    );
   }
   switch (f.type) {
     case 'double':
     case 'float':
-      return plan((v, _d, limits) => typeBinaryDouble(v as number, key, limits.maxValueLength));
-    case 'bool':
-      return plan((v) => ({ kind: 'bool', value: v as boolean }));
-    case 'string':
-      return plan((v, _d, limits) => typeText(v as string, key, limits.maxValueLength));
-    case 'bytes':
-      return plan((v, _d, limits) =>
-        typeText(Buffer.from(v as Uint8Array).toString('base64'), key, limits.maxValueLength),
+      return plan(
+        (v, _d, limits) => typeBinaryDouble(v as number, key, limits.maxValueLength),
+        (v) => kvValueOf(typeBinaryDouble(v as number, key)),
       );
+    case 'bool':
+      return plan(
+        (v) => ({ kind: 'bool', value: v as boolean }),
+        (v) => ({ type: 'BOOLEAN', value: v as boolean }),
+      );
+    case 'string':
+      return plan(
+        (v, _d, limits) => typeText(v as string, key, limits.maxValueLength),
+        (v) => typeJsValue(v as string, CAST) as KvValue,
+      );
+    case 'bytes': {
+      const base64 = (v: unknown) => Buffer.from(v as Uint8Array).toString('base64');
+      return plan(
+        (v, _d, limits) => typeText(base64(v), key, limits.maxValueLength),
+        (v) => typeJsValue(base64(v), CAST) as KvValue,
+      );
+    }
     default:
       // Integers: 64-bit ones print as strings, 32-bit ones as numbers; both type as LONG. A
       // safe integer is stored as it is; only a larger 64-bit one goes through its digits.
-      if (!LONG_TYPES.has(f.type)) return plan((v) => ({ kind: 'long', value: v as number }));
-      return plan((v, _d, limits) => {
-        const n = safeLong(v);
-        return n === undefined
-          ? typeNumber(String(v), key, limits.maxValueLength)
-          : { kind: 'long', value: n };
-      });
+      if (!LONG_TYPES.has(f.type)) {
+        return plan(
+          (v) => ({ kind: 'long', value: v as number }),
+          (v) => ({ type: 'LONG', value: v as number }),
+        );
+      }
+      return plan(
+        (v, _d, limits) => {
+          const n = safeLong(v);
+          return n === undefined
+            ? typeNumber(String(v), key, limits.maxValueLength)
+            : { kind: 'long', value: n };
+        },
+        (v) => {
+          const n = safeLong(v);
+          return n === undefined
+            ? (typeJsValue(String(v), CAST) as KvValue)
+            : { type: 'LONG', value: n };
+        },
+      );
   }
 }
 

@@ -8,7 +8,12 @@
 import protobuf from 'protobufjs';
 import { z } from 'zod';
 import { ValidationError } from '../errors.js';
-import { compileTelemetryDecoder, type TelemetryDecoder } from './proto-points.js';
+import {
+  type AttributesDecoder,
+  compileAttributesDecoder,
+  compileTelemetryDecoder,
+  type TelemetryDecoder,
+} from './proto-points.js';
 
 export const TRANSPORT_TYPES = ['DEFAULT', 'MQTT', 'COAP'] as const;
 export type TransportType = (typeof TRANSPORT_TYPES)[number];
@@ -118,6 +123,8 @@ export type PayloadSettings =
       readonly types: ProtoTypes;
       /** The telemetry schema compiled into typed points (no JSON text in between). */
       readonly telemetryDecoder: TelemetryDecoder;
+      /** The attributes schema compiled into typed client attributes (no JSON text either). */
+      readonly attributesDecoder: AttributesDecoder;
       /** Uplinks on profile-format topics fall back to JSON when the schema does not fit. */
       readonly jsonCompatible: boolean;
       /** With `jsonCompatible`: downlinks on the v1 topics stay JSON. */
@@ -288,6 +295,7 @@ function payloadSettings(json: PayloadTypeJson | null | undefined, mqtt: boolean
     kind: 'PROTOBUF',
     types: { telemetry, attributes, rpcRequest, rpcResponse },
     telemetryDecoder: compileTelemetryDecoder(telemetry),
+    attributesDecoder: compileAttributesDecoder(attributes),
     jsonCompatible: compat,
     jsonOnDefaultDownlinks: compat && json.useJsonPayloadFormatForDefaultDownlinkTopics === true,
   };

@@ -237,14 +237,19 @@ export class DeviceMessageService {
 
   /**
    * Client attributes of a device (device-api.md §2.1): a JSON object typed as §1.2 (numeric
-   * strings cast). Committed, then one `POST_ATTRIBUTES_REQUEST`.
+   * strings cast), or values a transport already typed that way (a Protobuf payload, issue 21).
+   * Committed, then one `POST_ATTRIBUTES_REQUEST`.
    */
   postAttributes(
     device: DeviceIdentity,
-    payload: Buffer | string,
+    payload: Buffer | string | ReadonlyMap<string, KvValue>,
     metadata?: Readonly<Record<string, string>>,
   ): void {
-    this.saveClientAttributes(device, this.parseClientAttributes(payload), undefined, metadata);
+    const values =
+      typeof payload === 'string' || Buffer.isBuffer(payload)
+        ? this.parseClientAttributes(payload)
+        : payload;
+    this.saveClientAttributes(device, values, undefined, metadata);
   }
 
   /** A client-attribute payload: one JSON object, typed as §1.2 (numeric strings cast). */

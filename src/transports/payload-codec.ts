@@ -1,14 +1,15 @@
 /**
  * A device's payload format (issue 21), shared by the MQTT and CoAP adapters: JSON as it always
  * was, or Protobuf with the profile's schemas (transport-profiles.md §2.2) and ThingsBoard's
- * fixed messages for the rest. Uplinks become the JSON the core already reads (so the one way in
- * cannot tell the difference); downlinks are encoded from what the core hands out.
+ * fixed messages for the rest. Uplinks become what the core already reads from JSON: typed points
+ * and attributes straight from the decoded message, JSON text or the key lists for the rest (so
+ * the one way in cannot tell the difference); downlinks are encoded from what the core hands out.
  */
 
 import protobuf from 'protobufjs';
 import { parseKeyList } from '../attributes/attribute-service.js';
 import { deviceAttributesJson, sharedUpdateJson } from '../attributes/payloads.js';
-import type { SharedAttributeUpdate, TypedAttributeKv } from '../attributes/types.js';
+import type { KvValue, SharedAttributeUpdate, TypedAttributeKv } from '../attributes/types.js';
 import { parseJsonPayload } from '../common/json-payload.js';
 import { messageJson } from '../devices/proto-points.js';
 import type { PayloadSettings, ProtoTypes } from '../devices/transport-config.js';
@@ -94,8 +95,16 @@ export class PayloadCodec {
     }
   }
 
-  attributes(payload: Buffer, wire: Wire): JsonPayload {
-    return this.#dynamic(payload, wire, 'attributes', 'attributes');
+  /** Client attributes: JSON as sent, or a Protobuf message decoded into typed values. */
+  attributes(payload: Buffer, wire: Wire): JsonPayload | ReadonlyMap<string, KvValue> {
+    const { settings } = this;
+    if (!this.isProto(wire) || settings.kind !== 'PROTOBUF')
+      return this.#dynamic(payload, wire, 'attributes', 'attributes');
+    try {
+      return settings.attributesDecoder(payload);
+    } catch (err) {
+      return this.#undecodable(payload, wire, 'attributes', err);
+    }
   }
 
   /** A device's reply to a server-side RPC, as text for the caller. */
