@@ -64,6 +64,38 @@ message All { double d = 1; float f = 2; int64 i64 = 3; uint64 u64 = 4; sint32 s
   string s = 6; bytes b = 7; Mode mode = 8; bool flag = 9; repeated int32 list = 10;
   map<string, double> m = 11; oneof choice { string text = 12; int32 number = 13; } }`;
 
+/** A value for every field of SCALARS. */
+const EVERY_KIND = {
+  d: 1e-7,
+  f: 0.1,
+  i64: '9007199254740993',
+  u64: '18446744073709551615',
+  s32: -12,
+  s: '123.5',
+  b: Buffer.from([0xd7, 0x6d, 0xf8]),
+  mode: 1,
+  flag: true,
+  list: [1, 2],
+  m: { a: 1, b: 2.5 },
+  number: 4,
+};
+
+/**
+ * SCALARS messages: unset, every kind, non-finite and huge doubles, an unknown enum number, bytes
+ * whose base64 looks numeric, and 64-bit integers at and past the safe range (numbers up to
+ * 2^53 - 1, digits beyond).
+ */
+const SCALAR_CASES: Array<Record<string, unknown>> = [
+  {},
+  EVERY_KIND,
+  { d: Number.NaN, s: 'text', text: '', i64: '-5', mode: 7, d2: 1 },
+  { d: 1.5e21, f: -0 },
+  { d: 40, b: Buffer.from('1234', 'base64') },
+  ...['9007199254740991', '-9007199254740991', '9007199254740992', '-9007199254740993'].map(
+    (i64) => ({ i64, u64: i64.replace('-', '') }),
+  ),
+];
+
 describe('compileTelemetryDecoder (issue 21): the same points as the JSON path', () => {
   it("types ThingsBoard's default schema, nested messages as JSON", () => {
     same(TB_DEFAULT, { temperature: 42, humidity: 60.5 });
@@ -82,31 +114,7 @@ describe('compileTelemetryDecoder (issue 21): the same points as the JSON path',
   });
 
   it('types every scalar kind, defaults included, as the printed JSON does', () => {
-    same(SCALARS, {});
-    same(SCALARS, {
-      d: 1e-7,
-      f: 0.1,
-      i64: '9007199254740993',
-      u64: '18446744073709551615',
-      s32: -12,
-      s: '123.5',
-      b: Buffer.from([0xd7, 0x6d, 0xf8]),
-      mode: 1,
-      flag: true,
-      list: [1, 2],
-      m: { a: 1, b: 2.5 },
-      number: 4,
-    });
-    same(SCALARS, { d: Number.NaN, s: 'text', text: '', i64: '-5', d2: 1 });
-    same(SCALARS, { d: 1.5e21, f: -0 });
-    // 64-bit integers at and past the safe range: numbers up to 2^53 - 1, digits beyond.
-    for (const i64 of [
-      '9007199254740991',
-      '-9007199254740991',
-      '9007199254740992',
-      '-9007199254740993',
-    ])
-      same(SCALARS, { i64, u64: i64.replace('-', '') });
+    for (const value of SCALAR_CASES) same(SCALARS, value);
   });
 
   it('refuses a `ts` past the safe integers or below zero, as the JSON converter does', () => {
@@ -168,30 +176,6 @@ message SensorConfiguration { optional string firmwareVersion = 1; optional stri
   });
 
   it('types every scalar kind, defaults included, as the printed JSON does', () => {
-    sameAttributes(SCALARS, {});
-    sameAttributes(SCALARS, {
-      d: 1e-7,
-      f: 0.1,
-      i64: '9007199254740993',
-      u64: '18446744073709551615',
-      s32: -12,
-      s: '123.5',
-      b: Buffer.from([0xd7, 0x6d, 0xf8]),
-      mode: 1,
-      flag: true,
-      list: [1, 2],
-      m: { a: 1, b: 2.5 },
-      number: 4,
-    });
-    sameAttributes(SCALARS, { d: Number.NaN, s: 'text', text: '', i64: '-5', mode: 7 });
-    sameAttributes(SCALARS, { d: 1.5e21, f: -0, d2: 40 });
-    sameAttributes(SCALARS, { d: 40, b: Buffer.from('1234', 'base64') });
-    for (const i64 of [
-      '9007199254740991',
-      '-9007199254740991',
-      '9007199254740992',
-      '-9007199254740993',
-    ])
-      sameAttributes(SCALARS, { i64, u64: i64.replace('-', '') });
+    for (const value of SCALAR_CASES) sameAttributes(SCALARS, value);
   });
 });

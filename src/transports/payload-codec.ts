@@ -85,26 +85,12 @@ export class PayloadCodec {
 
   /** Telemetry: JSON as sent, or a Protobuf message decoded into typed points. */
   telemetry(payload: Buffer, wire: Wire): JsonPayload | DecodedTelemetry {
-    const { settings } = this;
-    if (!this.isProto(wire) || settings.kind !== 'PROTOBUF')
-      return this.#dynamic(payload, wire, 'telemetry', 'telemetry');
-    try {
-      return settings.telemetryDecoder(payload);
-    } catch (err) {
-      return this.#undecodable(payload, wire, 'telemetry', err);
-    }
+    return this.#typed(payload, wire, 'telemetry', (s) => s.telemetryDecoder(payload));
   }
 
   /** Client attributes: JSON as sent, or a Protobuf message decoded into typed values. */
   attributes(payload: Buffer, wire: Wire): JsonPayload | ReadonlyMap<string, KvValue> {
-    const { settings } = this;
-    if (!this.isProto(wire) || settings.kind !== 'PROTOBUF')
-      return this.#dynamic(payload, wire, 'attributes', 'attributes');
-    try {
-      return settings.attributesDecoder(payload);
-    } catch (err) {
-      return this.#undecodable(payload, wire, 'attributes', err);
-    }
+    return this.#typed(payload, wire, 'attributes', (s) => s.attributesDecoder(payload));
   }
 
   /** A device's reply to a server-side RPC, as text for the caller. */
@@ -219,6 +205,23 @@ export class PayloadCodec {
   }
 
   // ---- Internals -------------------------------------------------------------------------------
+
+  /** Decodes with a profile schema's compiled decoder; compatibility mode falls back to JSON. */
+  #typed<T>(
+    payload: Buffer,
+    wire: Wire,
+    schema: 'telemetry' | 'attributes',
+    decode: (settings: Extract<PayloadSettings, { kind: 'PROTOBUF' }>) => T,
+  ): JsonPayload | T {
+    const { settings } = this;
+    if (!this.isProto(wire) || settings.kind !== 'PROTOBUF')
+      return this.#dynamic(payload, wire, schema, schema);
+    try {
+      return decode(settings);
+    } catch (err) {
+      return this.#undecodable(payload, wire, schema, err);
+    }
+  }
 
   /** Decodes with a profile schema into JSON text; compatibility mode falls back to JSON. */
   #dynamic(payload: Buffer, wire: Wire, schema: keyof ProtoTypes, what: string): JsonPayload {
