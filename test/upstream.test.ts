@@ -330,11 +330,9 @@ describe('upstream outbox bound', () => {
       assert.equal(s.droppedTotal, 4000);
       assert.equal(s.sentTotal, 0);
       assert.equal(s.oldestBacklogTs, 1700000004001);
-      const kept = (
-        t.gw.db.prepare('SELECT data FROM upstream_outbox ORDER BY seq').all() as Array<{
-          data: string;
-        }>
-      ).map((r) => (JSON.parse(r.data) as Array<{ values: { n: number } }>)[0].values.n);
+      const kept = t.gw.services.upstream.outbox
+        .read(0, 2000)
+        .map((r) => (JSON.parse(r.data) as Array<{ values: { n: number } }>)[0].values.n);
       assert.deepEqual(
         kept,
         Array.from({ length: 1000 }, (_, i) => 4001 + i),

@@ -38,8 +38,13 @@ export interface OutboxCounters {
   readonly rejected: number;
 }
 
-/** Rows per multi-row INSERT in a commit (one statement per chunk size, prepared once). */
-const INSERT_CHUNK = 32;
+/**
+ * Most messages in one outbox row: a commit of more is split, so that rewriting a row cut by an
+ * acknowledgement or the bound stays short.
+ */
+const ROW_MESSAGES = 256;
+/** Rows fetched per statement when reading or dropping. */
+const ROW_PAGE = 64;
 /** Device names and profiles remembered for the rows read (cleared when full or on a change). */
 const MAX_NAMES = 10_000;
 
@@ -47,27 +52,46 @@ const MAX_NAMES = 10_000;
 const MAX_REJECTED = 10_000;
 const KIND_NAMES = { 1: 'telemetry', 2: 'attributes', 3: 'claim' } as const;
 
+/** A message of a row, with its seq. */
+type Message = OutboxEntry & { readonly seq: number };
+
+/** One table row: the messages of one commit (or what is left of them). */
+interface Row {
+  readonly seq: number;
+  readonly last: number;
+  readonly n: number;
+  readonly data: string;
+}
+
 /**
- * The upstream outbox in SQLite (migration 016): rows are added inside the transaction that
- * commits their data (`add`), read in `seq` order for sending, deleted on the cloud's PUBACK
- * (`ack`) and bounded: an `add` beyond `maxBacklog` deletes the oldest rows in the same
- * transaction and counts them. The backlog size is kept in memory (exact after every commit).
+ * The upstream outbox in SQLite (migrations 016, 019): messages are added inside the
+ * transaction that commits their data (`add`), read in `seq` order for sending, deleted on the
+ * cloud's PUBACK (`ack`) and bounded: an `add` beyond `maxBacklog` deletes the oldest messages in
+ * the same transaction and counts them. The backlog size is kept in memory (exact after every
+ * commit).
+ *
+ * A table row holds the messages of one `add` (up to `ROW_MESSAGES`), numbered by consecutive
+ * seqs: a commit inserts one row and an acknowledgement deletes whole rows, so SQLite's pages
+ * churn per commit, not per message. A row cut by an acknowledgement, the bound or a message set
+ * aside is rewritten with the messages it keeps (they keep their seqs).
  */
 export class Outbox {
   readonly #db: Db;
   #max: number;
   #count = 0;
-  /** Highest seq added (rows beyond a reader's cursor exist only while it is ahead of it). */
+  /** Highest seq given out (never lowered while running; a rolled-back commit leaves a gap). */
   #lastSeq = 0;
   #counters = { sent: 0, dropped: 0, rejected: 0 };
-  /** Multi-row inserts by row count (1..INSERT_CHUNK), prepared on first use. */
-  readonly #inserts: Statement[] = [];
   readonly #names = new Map<number, { name: string; type: string } | null>();
   readonly #nameOf: Statement;
-  readonly #dropOldest: Statement;
+  readonly #insert: Statement;
+  readonly #update: Statement;
+  readonly #delete: Statement;
+  readonly #deleteWithin: Statement;
+  readonly #containing: Statement;
+  readonly #oldest: Statement;
   readonly #bump: Statement;
-  readonly #read: Statement;
-  readonly #deleteRange: Statement;
+  readonly #readFrom: Statement;
 
   constructor(db: Db, maxBacklog: number) {
     this.#db = db;
@@ -76,33 +100,49 @@ export class Outbox {
       `SELECT d.name, (SELECT p.name FROM device_profile p WHERE p.id = d.device_profile_id) AS type
          FROM device d WHERE d.rid = ?`,
     );
-    this.#dropOldest = db.prepare(
-      'DELETE FROM upstream_outbox WHERE seq IN (SELECT seq FROM upstream_outbox ORDER BY seq LIMIT ?)',
+    this.#insert = db.prepare(
+      'INSERT INTO upstream_outbox (seq, last, n, ts, data) VALUES (?, ?, ?, ?, ?)',
+    );
+    this.#update = db.prepare('UPDATE upstream_outbox SET n = ?, ts = ?, data = ? WHERE seq = ?');
+    this.#delete = db.prepare('DELETE FROM upstream_outbox WHERE seq = ?');
+    this.#deleteWithin = db.prepare(
+      'DELETE FROM upstream_outbox WHERE seq >= @first AND seq <= @last AND last <= @last RETURNING n',
+    );
+    // The row whose seq range holds a seq (the rows' ranges never overlap).
+    this.#containing = db.prepare(
+      `SELECT seq, last, n, data FROM upstream_outbox
+        WHERE seq = (SELECT max(seq) FROM upstream_outbox WHERE seq <= @at) AND last >= @at`,
+    );
+    this.#oldest = db.prepare(
+      'SELECT seq, last, n, data FROM upstream_outbox ORDER BY seq LIMIT ?',
+    );
+    this.#readFrom = db.prepare(
+      `SELECT seq, last, n, data FROM upstream_outbox
+        WHERE seq >= coalesce((SELECT max(seq) FROM upstream_outbox WHERE seq <= @at), @at)
+          AND last >= @at
+        ORDER BY seq LIMIT @limit`,
     );
     this.#bump = db.prepare('UPDATE upstream_counter SET value = value + ? WHERE name = ?');
-    this.#read = db.prepare(
-      'SELECT seq, rid, kind, ts, data FROM upstream_outbox WHERE seq > ? ORDER BY seq LIMIT ?',
-    );
-    this.#deleteRange = db.prepare('DELETE FROM upstream_outbox WHERE seq >= ? AND seq <= ?');
   }
 
   /** Loads the backlog size and the totals (again after a rolled-back commit). */
   init(): void {
-    this.#count = (
-      this.#db.prepare('SELECT count(*) AS n FROM upstream_outbox').get() as { n: number }
-    ).n;
-    this.#lastSeq =
-      (this.#db.prepare('SELECT max(seq) AS n FROM upstream_outbox').get() as { n: number | null })
-        .n ?? 0;
-    for (const r of this.#db.prepare('SELECT name, value FROM upstream_counter').all() as Array<{
+    const r = this.#db
+      .prepare(
+        'SELECT coalesce(sum(n), 0) AS n, coalesce(max(last), 0) AS last FROM upstream_outbox',
+      )
+      .get() as { n: number; last: number };
+    this.#count = r.n;
+    this.#lastSeq = Math.max(this.#lastSeq, r.last);
+    for (const c of this.#db.prepare('SELECT name, value FROM upstream_counter').all() as Array<{
       name: keyof OutboxCounters;
       value: number;
     }>) {
-      this.#counters[r.name] = r.value;
+      this.#counters[c.name] = c.value;
     }
   }
 
-  /** The highest seq added so far (0: none); nothing to read after it. */
+  /** The highest seq given out so far (0: none); nothing to read after it. */
   get lastSeq(): number {
     return this.#lastSeq;
   }
@@ -130,31 +170,30 @@ export class Outbox {
 
   /**
    * Adds messages. Must run inside the transaction that commits their data (the caller's);
-   * beyond the bound the oldest rows go, counted as dropped. Returns the first row's seq (the
-   * others follow it), 0 for none.
+   * beyond the bound the oldest messages go, counted as dropped. Returns the first message's seq
+   * (the others follow it), 0 for none.
    */
   add(entries: readonly OutboxEntry[]): number {
     if (entries.length === 0) return 0;
-    let last = 0;
-    for (let i = 0; i < entries.length; i += INSERT_CHUNK) {
-      const n = Math.min(INSERT_CHUNK, entries.length - i);
-      const args: Array<number | string> = [];
-      for (let j = i; j < i + n; j++) {
-        const e = entries[j];
-        args.push(e.rid, e.kind, e.ts, e.data);
+    const first = this.#lastSeq + 1;
+    for (let i = 0; i < entries.length; i += ROW_MESSAGES) {
+      const n = Math.min(ROW_MESSAGES, entries.length - i);
+      let data = '';
+      for (let j = 0; j < n; j++) {
+        const e = entries[i + j];
+        data += `${j} ${e.rid} ${e.kind} ${e.ts} ${e.data.length}\n${e.data}`;
       }
-      last = Number(this.#insertOf(n).run(args).lastInsertRowid);
+      this.#insert.run(first + i, first + i + n - 1, n, entries[i].ts, data);
     }
+    this.#lastSeq = first + entries.length - 1;
     this.#count += entries.length;
-    this.#lastSeq = last;
     const over = this.#count - this.#max;
     if (over > 0) {
-      const n = this.#dropOldest.run(over).changes;
+      const n = this.#dropOldest(over);
       this.#count -= n;
       this.#bumpCounter('dropped', n);
     }
-    // AUTOINCREMENT: the rows of one transaction take consecutive seqs, the last one this.
-    return last - entries.length + 1;
+    return first;
   }
 
   /** `add` in a transaction of its own (the push-to-cloud node: its cause is the node's run). */
@@ -168,18 +207,29 @@ export class Outbox {
   }
 
   /**
-   * Up to `limit` rows after `afterSeq`, in send order, with their device's name and profile
+   * Up to `limit` messages after `afterSeq`, in send order, with their device's name and profile
    * (null: the device was deleted) from a bounded cache (`forgetNames` on a device change).
    */
   read(afterSeq: number, limit: number): OutboxRow[] {
-    const rows = this.#read.all(afterSeq, limit) as Array<OutboxEntry & { seq: number }>;
-    return rows.map((r) => {
-      const d = this.#device(r.rid);
-      return { ...r, name: d?.name ?? null, type: d?.type ?? null };
-    });
+    const out: OutboxRow[] = [];
+    let from = afterSeq + 1;
+    while (out.length < limit) {
+      const rows = this.#readFrom.all({ at: from, limit: ROW_PAGE }) as Row[];
+      for (const row of rows) {
+        for (const m of decode(row)) {
+          if (m.seq <= afterSeq) continue;
+          if (out.length >= limit) return out;
+          const d = this.#device(m.rid);
+          out.push({ ...m, name: d?.name ?? null, type: d?.type ?? null });
+        }
+      }
+      if (rows.length < ROW_PAGE) break;
+      from = rows[rows.length - 1].last + 1;
+    }
+    return out;
   }
 
-  /** Rows just added (`add` returned `firstSeq`) as `read` would return them. */
+  /** Messages just added (`add` returned `firstSeq`) as `read` would return them. */
   rowsOf(entries: readonly OutboxEntry[], firstSeq: number): OutboxRow[] {
     return entries.map((e, i) => {
       const d = this.#device(e.rid);
@@ -202,38 +252,27 @@ export class Outbox {
     return d;
   }
 
-  #insertOf(n: number): Statement {
-    let st = this.#inserts[n];
-    if (!st) {
-      const values = Array.from({ length: n }, () => '(?, ?, ?, ?)').join(', ');
-      st = this.#db.prepare(`INSERT INTO upstream_outbox (rid, kind, ts, data) VALUES ${values}`);
-      this.#inserts[n] = st;
-    }
-    return st;
-  }
-
-  /** The cloud acknowledged the publish that carried rows `first`..`last`: they go. */
+  /** The cloud acknowledged the publish that carried messages `first`..`last`: they go. */
   ack(first: number, last: number, messages: number): void {
     this.#db.transaction(() => {
-      const n = this.#deleteRange.run(first, last).changes;
+      const n = this.#removeRange(first, last);
       this.#count -= n;
-      // Rows dropped at the bound while in flight were counted there, not here.
+      // Messages dropped at the bound while in flight were counted there, not here.
       this.#bumpCounter('sent', Math.min(n, messages));
     })();
   }
 
-  /** Rows whose device was deleted before they went up: dropped and counted. */
+  /** Messages whose device was deleted before they went up: dropped and counted. */
   dropRows(seqs: readonly number[]): void {
     if (seqs.length === 0) return;
     this.#db.transaction(() => {
-      let n = 0;
-      for (const s of seqs) n += this.#deleteRange.run(s, s).changes;
+      const n = this.#removeSeqs(seqs);
       this.#count -= n;
       this.#bumpCounter('dropped', n);
     })();
   }
 
-  /** The cloud refused these rows more often than the retry bound: set aside with the reason. */
+  /** The cloud refused these messages more often than the retry bound: set aside with the reason. */
   setAside(rows: readonly OutboxRow[], reason: string, now: number): void {
     if (rows.length === 0) return;
     const insert = this.#db.prepare(
@@ -243,7 +282,7 @@ export class Outbox {
     this.#db.transaction(() => {
       let n = 0;
       for (const r of rows) {
-        const gone = this.#deleteRange.run(r.seq, r.seq).changes;
+        const gone = this.#removeSeqs([r.seq]);
         if (gone === 0) continue;
         insert.run(r.name ?? `#${r.rid}`, r.kind, r.ts, r.data, reason, now);
         n += gone;
@@ -256,6 +295,69 @@ export class Outbox {
         )
         .run(MAX_REJECTED);
     })();
+  }
+
+  /** Deletes the messages `first`..`last`; returns how many there were. */
+  #removeRange(first: number, last: number): number {
+    let n = 0;
+    // The rows cut by the range's ends keep their messages outside it ...
+    const head = this.#containing.get({ at: first }) as Row | undefined;
+    if (head && head.seq < first) n += this.#rewrite(head, (s) => s < first || s > last);
+    const tail = this.#containing.get({ at: last }) as Row | undefined;
+    if (tail && tail.last > last && tail.seq !== head?.seq) {
+      n += this.#rewrite(tail, (s) => s > last);
+    }
+    // ... and the rows inside it go whole, unread.
+    for (const r of this.#deleteWithin.all({ first, last }) as Array<{ n: number }>) n += r.n;
+    return n;
+  }
+
+  /** Deletes the messages of these seqs; returns how many there were. */
+  #removeSeqs(seqs: readonly number[]): number {
+    const sorted = [...seqs].sort((a, b) => a - b);
+    const gone = new Set(sorted);
+    let n = 0;
+    for (let i = 0; i < sorted.length; ) {
+      const row = this.#containing.get({ at: sorted[i] }) as Row | undefined;
+      if (!row) {
+        i++;
+        continue;
+      }
+      n += this.#rewrite(row, (s) => !gone.has(s));
+      while (i < sorted.length && sorted[i] <= row.last) i++;
+    }
+    return n;
+  }
+
+  /** Drops the `over` oldest messages; returns how many went. */
+  #dropOldest(over: number): number {
+    let left = over;
+    while (left > 0) {
+      const rows = this.#oldest.all(ROW_PAGE) as Row[];
+      if (rows.length === 0) break;
+      for (const row of rows) {
+        if (row.n <= left) {
+          this.#delete.run(row.seq);
+          left -= row.n;
+        } else {
+          const keep = decode(row).slice(left);
+          this.#update.run(keep.length, keep[0].ts, encode(row.seq, keep), row.seq);
+          left = 0;
+        }
+        if (left === 0) break;
+      }
+    }
+    return over - left;
+  }
+
+  /** Rewrites a row with the messages whose seq `keep` accepts; returns how many it lost. */
+  #rewrite(row: Row, keep: (seq: number) => boolean): number {
+    const all = decode(row);
+    const kept = all.filter((m) => keep(m.seq));
+    if (kept.length === all.length) return 0;
+    if (kept.length === 0) this.#delete.run(row.seq);
+    else this.#update.run(kept.length, kept[0].ts, encode(row.seq, kept), row.seq);
+    return all.length - kept.length;
   }
 
   /** Messages set aside, newest first. */
@@ -296,4 +398,34 @@ export class Outbox {
     this.#bump.run(n, name);
     this.#counters[name] += n;
   }
+}
+
+/** A row's text: per message `<seq - row seq> <rid> <kind> <ts> <length>\n<text>`. */
+function encode(rowSeq: number, messages: readonly Message[]): string {
+  let out = '';
+  for (const m of messages) {
+    out += `${m.seq - rowSeq} ${m.rid} ${m.kind} ${m.ts} ${m.data.length}\n${m.data}`;
+  }
+  return out;
+}
+
+/** The messages of a row, in seq order. */
+function decode(row: Row): Message[] {
+  const out: Message[] = [];
+  const text = row.data;
+  let at = 0;
+  while (at < text.length) {
+    const nl = text.indexOf('\n', at);
+    const head = text.slice(at, nl).split(' ');
+    const length = Number(head[4]);
+    out.push({
+      seq: row.seq + Number(head[0]),
+      rid: Number(head[1]),
+      kind: Number(head[2]) as OutboxKind,
+      ts: Number(head[3]),
+      data: text.slice(nl + 1, nl + 1 + length),
+    });
+    at = nl + 1 + length;
+  }
+  return out;
 }

@@ -641,6 +641,7 @@ export class UpstreamService {
       const pub = pack(
         isolate ? this.#ahead.slice(0, 1) : this.#ahead,
         Math.floor(this.#maxPayload * 0.9),
+        this.#pointRate > 0,
       );
       this.#ahead = this.#ahead.slice(pub.rows.length);
       this.#announce(pub.rows);

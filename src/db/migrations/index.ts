@@ -17,6 +17,7 @@ import { m015ProfileRuleChain } from './015-profile-rule-chain.js';
 import { m016Upstream } from './016-upstream.js';
 import { m017TelemetryLogRing } from './017-telemetry-log-ring.js';
 import { m018NotificationRequests } from './018-notification-requests.js';
+import { m019UpstreamOutboxRows } from './019-upstream-outbox-rows.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -38,4 +39,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m016Upstream,
   m017TelemetryLogRing,
   m018NotificationRequests,
+  m019UpstreamOutboxRows,
 ];
