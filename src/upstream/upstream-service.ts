@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import type { Statement } from 'better-sqlite3';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import type { Logger } from 'pino';
 import type { AttributeService, ClientAttributesItem } from '../attributes/attribute-service.js';
@@ -151,6 +152,12 @@ export class UpstreamService {
   readonly #announced = new Set<string>();
   /** Devices whose session closed: their disconnect goes once the data up to this seq is sent. */
   readonly #closing = new Map<string, number>();
+  /**
+   * Lasting local sessions (MQTT connections, CoAP observations) open now, per device rid; a
+   * device without an entry has none. Sessions die with the process: empty at start.
+   */
+  readonly #sessions = new Map<number, number>();
+  #hasSessions: Statement | undefined;
   /** Last seq of the last publish sent on this connection. */
   #sentUpTo = 0;
   /** Attribute requests waiting for their response: id → device and keys. */
@@ -416,23 +423,48 @@ export class UpstreamService {
   }
 
   /**
-   * A local device's session (an MQTT connection, a CoAP observation) opened or closed. Closed:
-   * `v1/gateway/disconnect` once the publishes of everything committed before it are sent (MQTT
-   * keeps their order), so its last data still goes up as connected. Opened: announced again at
-   * once (`v1/gateway/connect` and its shared attributes requested). Rule: docs/upstream.md.
+   * A local device's session (an MQTT connection, a CoAP observation) opened or closed; with
+   * several at once, the last one to close closes it. Closed: `v1/gateway/disconnect` once the
+   * publishes of everything committed before it are sent (MQTT keeps their order), so its last
+   * data still goes up as connected. Opened: announced again at once (`v1/gateway/connect` and
+   * its shared attributes requested). Rule: docs/upstream.md.
    */
   #session(deviceId: string, open: boolean): void {
-    if (!this.enabled) return;
     const device = this.#deps.devices.identity(deviceId);
-    if (!device || this.#optOut.has(device.rid)) return;
+    if (!device) return;
+    // Counted with upstream off too: it can be turned on over REST at any time.
+    const n = (this.#sessions.get(device.rid) ?? 0) + (open ? 1 : -1);
+    if (n > 0) this.#sessions.set(device.rid, n);
+    else this.#sessions.delete(device.rid);
+    if (!this.enabled || this.#optOut.has(device.rid)) return;
     if (open) {
       this.#closing.delete(device.name);
       if (this.#connected) this.#announce(this.#localDevices(device.id));
       return;
     }
-    if (this.#closing.size >= MAX_ANNOUNCED) this.#closing.clear();
-    this.#closing.set(device.name, this.outbox.lastSeq);
+    if (n > 0) return;
+    this.#closeAfterData(device.name);
     this.#sendDisconnects();
+  }
+
+  /** The device's disconnect goes once everything committed so far is sent. */
+  #closeAfterData(name: string): void {
+    if (this.#closing.size >= MAX_ANNOUNCED) this.#closing.clear();
+    this.#closing.set(name, this.outbox.lastSeq);
+  }
+
+  /**
+   * Whether the cloud should see a device connected: a lasting session of it is open now, or it
+   * never had one (HTTP devices, CoAP devices that do not observe: always connected). A device
+   * has had one when its `lastConnectTime` activity attribute is set.
+   */
+  #sessionLive(rid: number): boolean {
+    if (this.#sessions.has(rid)) return true;
+    this.#hasSessions ??= this.#deps.db.prepare(
+      `SELECT 1 FROM attribute_kv
+        WHERE device_rid = ? AND scope = 'SERVER_SCOPE' AND key = 'lastConnectTime'`,
+    );
+    return this.#hasSessions.get(rid) === undefined;
   }
 
   /** Disconnects whose device's earlier data has gone out (`#sentUpTo`), or had nothing to send. */
@@ -748,15 +780,27 @@ export class UpstreamService {
     if (retryNow) this.#ahead = [...flight.rows, ...this.#ahead];
   }
 
-  /** Local devices for the cloud to know on this connection (its profile name as `type`). */
+  /**
+   * Local devices for the cloud to know connected on this connection (its profile name as
+   * `type`): those with a live session (`#sessionLive`), except the opted-out ones.
+   */
   #localDevices(id?: string): Array<{ name: string; type: string; rid: number }> {
     const rows = this.#deps.db
       .prepare(
         `SELECT d.rid, d.name, p.name AS type FROM device d
            JOIN device_profile p ON p.id = d.device_profile_id
-          WHERE ? IS NULL OR d.id = ? ORDER BY d.rid LIMIT ?`,
+          WHERE (? IS NULL OR d.id = ?)
+            AND (d.rid IN (SELECT value FROM json_each(?))
+                 OR NOT EXISTS (SELECT 1 FROM attribute_kv a WHERE a.device_rid = d.rid
+                                   AND a.scope = 'SERVER_SCOPE' AND a.key = 'lastConnectTime'))
+          ORDER BY d.rid LIMIT ?`,
       )
-      .all(id ?? null, id ?? null, MAX_ANNOUNCED) as Array<{
+      .all(
+        id ?? null,
+        id ?? null,
+        JSON.stringify([...this.#sessions.keys()]),
+        MAX_ANNOUNCED,
+      ) as Array<{
       rid: number;
       name: string;
       type: string;
@@ -767,14 +811,19 @@ export class UpstreamService {
   /**
    * `v1/gateway/connect` for devices not yet announced on this connection, each followed by a
    * request of its shared attributes, so that settings made in the cloud while the link was
-   * down reach the device.
+   * down reach the device. A device announced for its data (`#pump`) whose session is not live
+   * (it ended while the link was down, or before a restart) is disconnected again once the data
+   * committed so far has gone up.
    */
-  #announce(devices: ReadonlyArray<{ name: string | null; type: string | null }>): void {
+  #announce(
+    devices: ReadonlyArray<{ rid: number; name: string | null; type: string | null }>,
+  ): void {
     for (const d of devices) {
       if (d.name === null || this.#announced.has(d.name)) continue;
       this.#announced.add(d.name);
       this.#publishControl('v1/gateway/connect', { device: d.name, type: d.type ?? 'default' });
       this.#requestSharedAttributes(d.name);
+      if (!this.#closing.has(d.name) && !this.#sessionLive(d.rid)) this.#closeAfterData(d.name);
     }
   }
 
