@@ -127,3 +127,57 @@ describe('upstream settings over REST (saved in the database, applied without a 
     assert.equal(s.connected, false);
   });
 });
+
+describe('upstream settings applied while publishes are in flight', () => {
+  it('sends the publishes the old link had in flight again on the new one, in order, none lost', async () => {
+    const old = new FakeCloud({ token: CLOUD_TOKEN });
+    const next = new FakeCloud({ token: CLOUD_TOKEN });
+    await old.start();
+    await next.start();
+    const t = await startGateway({ config: { upstream: { url: old.url, token: CLOUD_TOKEN } } });
+    try {
+      await waitFor(async () => (await status(t)).connected, 20_000, 'the first link');
+      const meter = await createDevice(t, 'Switch Meter');
+      const dev = await mqttConnect(t.gw.ports.mqtt, { username: meter.token, clientId: 'sm' });
+      // The old cloud answers nothing from now on: what the gateway sends stays in flight.
+      old.hold();
+      const send = async (from: number, to: number) => {
+        for (let i = from; i <= to; i++) {
+          const body = JSON.stringify({ ts: 1700000100000 + i, values: { i } });
+          await dev.publishAsync('v1/devices/me/telemetry', body, { qos: 1 });
+        }
+      };
+      await send(1, 3);
+      await waitFor(
+        async () => old.heldCount > 0 && (await status(t)).backlog === 3,
+        10_000,
+        'readings in flight to the old cloud',
+      );
+      const res = await t.api('/api/upstream/settings', {
+        token: await t.adminToken(),
+        body: { url: next.url },
+      });
+      assert.equal(res.status, 200);
+      await send(4, 5);
+      await waitFor(
+        () => next.telemetry('Switch Meter').length >= 5,
+        20_000,
+        'every reading on the new link',
+      );
+      await waitFor(async () => (await status(t)).backlog === 0, 10_000, 'the backlog sent');
+      // Each reading once, in order, on the new link; the old cloud recorded none.
+      assert.deepEqual(
+        next.telemetry('Switch Meter').map((p) => p.values.i),
+        [1, 2, 3, 4, 5],
+      );
+      assert.deepEqual(old.telemetry('Switch Meter'), []);
+      await dev.endAsync();
+    } finally {
+      await t.close();
+      await rm(t.dataDir, { recursive: true, force: true });
+      old.release();
+      await old.stop();
+      await next.stop();
+    }
+  });
+});

@@ -609,10 +609,12 @@ export class UpstreamService {
     this.#connected = false;
     this.#announced.clear();
     this.#attrRequests.clear();
-    // Everything not acknowledged is read again, in order, on the next connection.
-    let lowest = this.#ahead[0]?.seq;
-    for (const f of this.#inFlight.values()) lowest = Math.min(lowest ?? f.first, f.first);
-    if (lowest !== undefined) this.#cursor = lowest - 1;
+    // Everything not acknowledged is read again, in order, on the next connection (a retried
+    // publish can stand in the read-ahead before rows of lower seqs: the lowest of all counts).
+    let lowest = Number.POSITIVE_INFINITY;
+    for (const r of this.#ahead) lowest = Math.min(lowest, r.seq);
+    for (const f of this.#inFlight.values()) lowest = Math.min(lowest, f.first);
+    if (lowest !== Number.POSITIVE_INFINITY) this.#cursor = lowest - 1;
     this.#ahead = [];
     this.#inFlight.clear();
     this.#sentUpTo = 0;

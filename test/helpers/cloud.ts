@@ -45,6 +45,8 @@ export class FakeCloud {
   #port = 0;
   /** Connections the gateway made (CONNECTs accepted). */
   connects = 0;
+  /** While set (`hold`), publishes of the gateway wait here: not recorded, no PUBACK. */
+  #held: Array<() => void> | undefined;
   gatewayClient: Client | undefined;
 
   constructor(private readonly opts: CloudOptions) {}
@@ -69,7 +71,8 @@ export class FakeCloud {
       },
       authorizePublish: (_client, packet, done) => {
         const refused = this.opts.refuse?.(packet.topic, packet.payload.toString()) === true;
-        done(refused ? new Error('refused by the cloud') : null);
+        if (this.#held && !refused) this.#held.push(() => done(null));
+        else done(refused ? new Error('refused by the cloud') : null);
       },
       authorizeForward: (_client, packet) =>
         this.#downlink.has(packet.payload as Buffer) ? packet : undefined,
@@ -123,6 +126,23 @@ export class FakeCloud {
     this.#broker = undefined;
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
     if (broker) await new Promise<void>((resolve) => broker.close(() => resolve()));
+  }
+
+  /** From now on the gateway's publishes wait unanswered (in flight), until `release`. */
+  hold(): void {
+    this.#held ??= [];
+  }
+
+  /** Publishes waiting since `hold`. */
+  get heldCount(): number {
+    return this.#held?.length ?? 0;
+  }
+
+  /** Lets the held publishes in (recorded, acknowledged) and stops holding. */
+  release(): void {
+    const held = this.#held ?? [];
+    this.#held = undefined;
+    for (const done of held) done();
   }
 
   /** Publishes to the gateway (downlink), QoS 1. */
