@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { MqttClient } from 'mqtt';
 import type { UpstreamStatus } from '../src/upstream/upstream-service.js';
 import { FakeCloud } from './helpers/cloud.js';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
@@ -26,8 +27,24 @@ function topicsOf(cloud: FakeCloud, device: string, from = 0): string[] {
     .map((m) => m.topic);
 }
 
-/** Waits until the gateway saved the end of the device's MQTT session (its activity). */
-async function sessionEnded(t: TestGateway, deviceId: string): Promise<void> {
+/**
+ * The cloud goes down; the device sends a reading (`{"v": ts}`) and ends its MQTT session, and
+ * the gateway saves that end (its activity). Returns where the cloud's messages stood.
+ */
+async function lastReadingInOutage(
+  cloud: FakeCloud,
+  t: TestGateway,
+  client: MqttClient,
+  deviceId: string,
+  ts: number,
+): Promise<number> {
+  await cloud.stop();
+  await waitFor(async () => !(await status(t)).connected, 10_000, 'the link to go down');
+  const mark = cloud.messages.length;
+  await client.publishAsync('v1/devices/me/telemetry', JSON.stringify({ ts, values: { v: ts } }), {
+    qos: 1,
+  });
+  await client.endAsync();
   const admin = await t.adminToken();
   await waitFor(
     async () => {
@@ -41,6 +58,7 @@ async function sessionEnded(t: TestGateway, deviceId: string): Promise<void> {
     10_000,
     'the session end saved',
   );
+  return mark;
 }
 
 async function postHttp(t: TestGateway, token: string, body: unknown): Promise<void> {
@@ -95,14 +113,7 @@ describe('upstream: device sessions across an outage (a real broker as the cloud
       );
       await waitFor(async () => (await status(gw)).backlog === 0, 10_000, 'the reading of Http D');
 
-      await cloud.stop();
-      await waitFor(async () => !(await status(gw)).connected, 10_000, 'the link to go down');
-      const mark = cloud.messages.length;
-      await b.publishAsync('v1/devices/me/telemetry', '{"ts":1700000041000,"values":{"v":1}}', {
-        qos: 1,
-      });
-      await b.endAsync();
-      await sessionEnded(gw, gone.id);
+      const mark = await lastReadingInOutage(cloud, gw, b, gone.id, 1700000041000);
       assert.equal((await status(gw)).backlog, 1);
 
       await cloud.start();
@@ -123,7 +134,9 @@ describe('upstream: device sessions across an outage (a real broker as the cloud
         'v1/gateway/telemetry',
         'v1/gateway/disconnect',
       ]);
-      assert.deepEqual(cloud.telemetry('Gone B'), [{ ts: 1700000041000, values: { v: 1 } }]);
+      assert.deepEqual(cloud.telemetry('Gone B'), [
+        { ts: 1700000041000, values: { v: 1700000041000 } },
+      ]);
       await a.endAsync();
     }));
 
@@ -140,14 +153,7 @@ describe('upstream: device sessions across an outage (a real broker as the cloud
         'Gone E connected in the cloud',
       );
 
-      await cloud.stop();
-      await waitFor(async () => !(await status(gw)).connected, 10_000, 'the link to go down');
-      const mark = cloud.messages.length;
-      await e.publishAsync('v1/devices/me/telemetry', '{"ts":1700000042000,"values":{"v":2}}', {
-        qos: 1,
-      });
-      await e.endAsync();
-      await sessionEnded(gw, gone.id);
+      const mark = await lastReadingInOutage(cloud, gw, e, gone.id, 1700000042000);
       const again = await start(gw.dataDir);
       assert.equal((await status(again)).backlog, 1);
 
