@@ -1159,6 +1159,7 @@ async function buildServices(
     telemetry,
     attributes,
     alarms,
+    owners: ownerAttributes,
     shared: sharedDevices(groups),
     notifications: notifications.service,
     userActive: (id) => users.row(id)?.enabled === 1,

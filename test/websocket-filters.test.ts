@@ -181,4 +181,81 @@ describe('WebSocket keyFilters and deletions', () => {
       ws.close();
     }
   });
+  it("dynamic values read the device, the caller's tenant, inherit upwards, else use the default", async () => {
+    const a = await createDevice(t, 'dv-kiln-1');
+    const b = await createDevice(t, 'dv-kiln-2');
+    await postTelemetry(t, a.token, { temperature: 70 });
+    await postTelemetry(t, b.token, { temperature: 40 });
+    const me = (await (await t.api('/api/auth/user', { token: admin })).json()) as {
+      tenantId: { id: string };
+    };
+    const tenantAttr = async (body: unknown) => {
+      const res = await t.api(
+        `/api/plugins/telemetry/TENANT/${me.tenantId.id}/attributes/SERVER_SCOPE`,
+        { token: admin, body },
+      );
+      assert.equal(res.status, 200);
+    };
+    const ws = await WsClient.open(t, '/api/ws', admin);
+    let cmdId = 0;
+    /** The ids matching `temperature > (dynamic value, default 100)`. */
+    const match = async (dynamicValue: unknown) => {
+      cmdId++;
+      ws.send({
+        cmds: [
+          {
+            type: 'ENTITY_DATA',
+            cmdId,
+            query: {
+              entityFilter: { type: 'entityName', entityType: 'DEVICE', entityNameFilter: 'dv-' },
+              pageLink: { pageSize: 10, page: 0 },
+              entityFields: [{ type: 'ENTITY_FIELD', key: 'name' }],
+              keyFilters: [
+                {
+                  key: { type: 'TIME_SERIES', key: 'temperature' },
+                  valueType: 'NUMERIC',
+                  predicate: {
+                    type: 'NUMERIC',
+                    operation: 'GREATER',
+                    value: { defaultValue: 100, dynamicValue },
+                  },
+                },
+              ],
+            },
+          },
+        ],
+      });
+      const u = await ws.next((x) => x.cmdId === cmdId && x.data !== null);
+      return ids(u).sort();
+    };
+    try {
+      const tenant = { sourceType: 'CURRENT_TENANT', sourceAttribute: 'hotAbove' };
+      assert.deepEqual(await match(tenant), [], 'no tenant attribute yet: the default 100');
+      await tenantAttr({ hotAbove: 50 });
+      assert.deepEqual(await match(tenant), [a.id], 'the tenant attribute 50');
+      await tenantAttr({ hotAbove: 30 });
+      assert.deepEqual(await match(tenant), [a.id, b.id].sort());
+
+      // CURRENT_DEVICE reads each device's own attribute; with inherit a device without it
+      // takes the tenant's (30), without inherit the default (100).
+      const res = await t.api(`/api/plugins/telemetry/DEVICE/${a.id}/attributes/SERVER_SCOPE`, {
+        token: admin,
+        body: { hotAbove: 80 },
+      });
+      assert.equal(res.status, 200);
+      const device = { sourceType: 'CURRENT_DEVICE', sourceAttribute: 'hotAbove' };
+      assert.deepEqual(await match(device), [], 'kiln 1: 70 > 80 fails; kiln 2: default 100');
+      assert.deepEqual(await match({ ...device, inherit: true }), [b.id], 'kiln 2 inherits 30');
+      // A tenant administrator has no customer: CURRENT_CUSTOMER finds the tenant's only by
+      // inheriting; CURRENT_USER (users have no attributes here) likewise.
+      const customer = { sourceType: 'CURRENT_CUSTOMER', sourceAttribute: 'hotAbove' };
+      assert.deepEqual(await match(customer), []);
+      assert.deepEqual(await match({ ...customer, inherit: true }), [a.id, b.id].sort());
+      const user = { sourceType: 'CURRENT_USER', sourceAttribute: 'hotAbove' };
+      assert.deepEqual(await match(user), [], 'no user attributes: the default');
+      assert.deepEqual(await match({ ...user, inherit: true }), [a.id, b.id].sort());
+    } finally {
+      ws.close();
+    }
+  });
 });

@@ -4,18 +4,25 @@
  * of any scope, `CLIENT_ATTRIBUTE`, `SHARED_ATTRIBUTE`, `SERVER_ATTRIBUTE`, `ENTITY_FIELD`), a
  * `valueType` and a predicate; predicates are evaluated by the alarm rules' evaluator
  * (`evalFilter`), so both read values and compare them the same way. An entity without the key
- * does not match. Dynamic values fall back to the predicate's `defaultValue`.
+ * does not match. Dynamic values (`dynamicValue.sourceType`, §1.5) read an attribute: of the
+ * device itself (`CURRENT_DEVICE`, any scope), of the caller's customer (`CURRENT_CUSTOMER`) or of
+ * the tenant (`CURRENT_TENANT`); with `inherit` a missing one is looked up a level higher (device,
+ * then its customer, then the tenant). Users have no attributes on this gateway, so `CURRENT_USER`
+ * finds a value only by inheriting. Where nothing is found the predicate's `defaultValue` is used.
  */
 
 import { z } from 'zod';
 import { evalFilter, type KeyKind, type SnapshotValue } from '../alarms/rule-eval.js';
 import type { AttributeService } from '../attributes/attribute-service.js';
+import type { OwnerAttributeService } from '../attributes/owner-attributes.js';
 import type { AttributeScope } from '../attributes/types.js';
+import { NULL_UUID } from '../common/entity.js';
 import { validate } from '../common/validate.js';
 import {
   ALARM_VALUE_TYPES,
   type AlarmConditionFilter,
   DEVICE_ENTITY_FIELDS,
+  type DynamicValue,
   keyFilterPredicateSchema,
 } from '../devices/alarm-rule-schema.js';
 import type { Device } from '../devices/device-service.js';
@@ -49,7 +56,23 @@ export type KeyFilter = z.infer<typeof keyFilterSchema>;
 /** Reads a query's `keyFilters` (absent or null: none); ValidationError names what is wrong. */
 export function parseKeyFilters(raw: unknown): KeyFilter[] {
   if (raw === undefined || raw === null) return [];
-  return validate(keyFiltersSchema, raw, 'keyFilters');
+  return validate(keyFiltersSchema, userSourcesOff(raw), 'keyFilters');
+}
+
+/**
+ * Dashboard filters may read the current user's attribute (`CURRENT_USER`, which alarm rules do
+ * not offer). Users have no attributes on this gateway: without `inherit` such a value falls back
+ * to its default, with `inherit` it is looked up where the user's would climb, the customer and
+ * then the tenant, as `CURRENT_CUSTOMER` with `inherit` is. Rewritten so before the shared schema.
+ */
+function userSourcesOff(raw: unknown): unknown {
+  if (Array.isArray(raw)) return raw.map(userSourcesOff);
+  if (typeof raw !== 'object' || raw === null) return raw;
+  const o = raw as Record<string, unknown>;
+  if (o.sourceType === 'CURRENT_USER') {
+    return o.inherit ? { ...o, sourceType: 'CURRENT_CUSTOMER' } : { ...o, sourceType: null };
+  }
+  return Object.fromEntries(Object.entries(o).map(([k, v]) => [k, userSourcesOff(v)]));
 }
 
 /** Attribute scopes read for `ATTRIBUTE` keys: server over shared over client (§1.4). */
@@ -63,11 +86,28 @@ const SCOPE_OF: Partial<Record<KeyType, AttributeScope>> = {
 export interface KeyValueReader {
   readonly telemetry: Pick<TelemetryService, 'query'>;
   readonly attributes: Pick<AttributeService, 'get'>;
+  /** Customer and tenant attributes (dynamic values); absent: the defaults are used. */
+  readonly owners?: Pick<OwnerAttributeService, 'value'>;
+  /** Whose query it is: `CURRENT_CUSTOMER` and `CURRENT_TENANT` are the caller's. */
+  readonly principal?: { readonly tenantId: string; readonly customerId: string | null };
 }
+
+/** Where a dynamic value of `sourceType` is looked up, nearest first (`inherit` climbs). */
+const DYNAMIC_LEVELS: Record<string, ReadonlyArray<'DEVICE' | 'CUSTOMER' | 'TENANT'>> = {
+  CURRENT_DEVICE: ['DEVICE', 'CUSTOMER', 'TENANT'],
+  CURRENT_CUSTOMER: ['CUSTOMER', 'TENANT'],
+  CURRENT_TENANT: ['TENANT'],
+};
 
 function fieldValue(d: Device, key: string): unknown {
   if (!(DEVICE_ENTITY_FIELDS as readonly string[]).includes(key)) return undefined;
   return key === 'createdTime' ? d.createdTime : (d[key as 'name' | 'type' | 'label'] ?? '');
+}
+
+/** The customer owning `device`, or null (the tenant's). */
+function ownerOf(device: Device): string | null {
+  const id = device.customerId?.id;
+  return id && id !== NULL_UUID ? id : null;
 }
 
 /** Whether `device` meets every filter (true when there are none). */
@@ -94,7 +134,25 @@ export function matchesKeyFilters(
     }
     return undefined;
   };
-  const src = { get, dynamic: () => undefined };
+  const dynamic = (dv: DynamicValue): unknown => {
+    const key = dv.sourceAttribute;
+    const levels = DYNAMIC_LEVELS[dv.sourceType ?? ''] ?? [];
+    if (!key || !read.owners) return undefined;
+    for (const level of dv.inherit ? levels : levels.slice(0, 1)) {
+      let v: unknown;
+      if (level === 'DEVICE') v = get('ATTRIBUTE', key)?.value;
+      else if (level === 'CUSTOMER') {
+        // The device's customer when inherited from the device, else the caller's.
+        const c = dv.sourceType === 'CURRENT_DEVICE' ? ownerOf(device) : read.principal?.customerId;
+        if (c) v = read.owners.value('CUSTOMER', c, key);
+      } else if (level === 'TENANT' && read.principal) {
+        v = read.owners.value('TENANT', read.principal.tenantId, key);
+      }
+      if (v !== undefined && v !== null) return v;
+    }
+    return undefined;
+  };
+  const src = { get, dynamic };
   return filters.every((f) => evalFilter(f as unknown as AlarmConditionFilter, src));
 }
 

@@ -15,6 +15,7 @@ import {
   statusListFilter,
 } from '../alarms/types.js';
 import type { AttributeService } from '../attributes/attribute-service.js';
+import type { OwnerAttributeService } from '../attributes/owner-attributes.js';
 import type { AttributeScope, TypedAttributeKv } from '../attributes/types.js';
 import type { Principal } from '../auth/auth-service.js';
 import type { Device } from '../devices/device-service.js';
@@ -72,6 +73,8 @@ export interface SubContext {
   readonly telemetry: Pick<TelemetryService, 'query'>;
   readonly attributes: Pick<AttributeService, 'get'>;
   readonly alarms: Pick<AlarmService, 'list'>;
+  /** Customer and tenant attributes: dynamic values of key filters (absent: their defaults). */
+  readonly owners?: Pick<OwnerAttributeService, 'value'>;
   /** The caller's inbox; absent when the gateway has no notification domain. */
   readonly notifications?: NotificationInbox;
   now(): number;

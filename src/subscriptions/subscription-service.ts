@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import type { AlarmService } from '../alarms/alarm-service.js';
 import type { AlarmEvent } from '../alarms/types.js';
 import type { AttributeService } from '../attributes/attribute-service.js';
+import type { OwnerAttributeService } from '../attributes/owner-attributes.js';
 import type { AttributeScope, TypedAttributeKv } from '../attributes/types.js';
 import type { Principal } from '../auth/auth-service.js';
 import type { SharedDeviceAccess } from '../auth/authorization.js';
@@ -43,6 +44,8 @@ export interface SubscriptionServiceDeps {
   readonly telemetry: Pick<TelemetryService, 'query'>;
   readonly attributes: Pick<AttributeService, 'get'>;
   readonly alarms: Pick<AlarmService, 'list'>;
+  /** Customer and tenant attributes: dynamic values of key filters (absent: their defaults). */
+  readonly owners?: Pick<OwnerAttributeService, 'value'>;
   readonly shared: SharedDeviceAccess;
   /** Users' inboxes (NOTIFICATIONS commands); their changes arrive as `notification.*` events. */
   readonly notifications?: NotificationInbox;
@@ -282,6 +285,7 @@ export class SubscriptionService {
       telemetry: this.deps.telemetry,
       attributes: this.deps.attributes,
       alarms: this.deps.alarms,
+      owners: this.deps.owners,
       notifications: this.deps.notifications,
       now: () => this.#now(),
       reindex: (sub) => {
