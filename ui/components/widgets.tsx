@@ -2,18 +2,20 @@ import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, errorText, type PageData, qs } from '../lib/api.js';
 import { useApp } from '../lib/app-context.js';
 import {
+  actionRefusal,
   type DashboardConfig,
   type DataKey,
   type Datasource,
   type EntityAlias,
   effectiveTimewindow,
-  stateActions,
+  keyFiltersOf,
   type Widget,
   type WidgetAction,
   type WidgetKind,
+  widgetActions,
   widgetTypeName,
 } from '../lib/dashboard-model.js';
-import type { AttributeScope, TsData } from '../lib/live.js';
+import type { AttributeScope, EntityQuery, TsData } from '../lib/live.js';
 import { Link } from '../lib/router.js';
 import { AlarmTable } from '../pages/alarms.js';
 import { type ChartSeries, mergeInto, numericPoints, TimeChart } from './chart.js';
@@ -57,6 +59,8 @@ export function resolveAlias(
   alias: EntityAlias | undefined,
   devices: Entity[],
   stateEntityId?: string,
+  /** A dashboard filter's match: only these ids (before `resolveMultiple: false` takes one). */
+  keep?: Set<string>,
 ): Entity[] {
   if (!alias) return [];
   const f = alias.filter;
@@ -89,6 +93,7 @@ export function resolveAlias(
       break;
     }
   }
+  if (keep) found = found.filter((d) => keep.has(d.id));
   return f.resolveMultiple === false ? found.slice(0, 1) : found;
 }
 
@@ -152,7 +157,7 @@ export interface WidgetProps {
   devices: Entity[];
   /** The current state's entity (aliases of type `stateEntity`). */
   stateEntityId?: string;
-  /** Runs a state action (`openDashboardState`, `updateDashboardState`) with an entity. */
+  /** Runs a widget action (dashboard-model.ts `WidgetAction`) with an entity. */
   onAction?: (a: WidgetAction, entity?: Entity) => void;
 }
 
@@ -164,10 +169,17 @@ export function WidgetBody(props: WidgetProps) {
   const alarmSource =
     props.kind === 'alarms' ? (w.config.alarmSource as Datasource | undefined) : undefined;
   const datasources = alarmSource ? [alarmSource] : (w.config.datasources ?? []);
-  const sources = datasources.map((ds) => ({
+  const queries = datasources.map((ds) => filterQuery(ds, props.dashboard, props.stateEntityId));
+  const matches = useFilterMatches(queries);
+  const sources = datasources.map((ds, i) => ({
     entities:
       ds.type === 'entity' || ds.entityAliasId
-        ? resolveAlias(aliases[ds.entityAliasId ?? ''], props.devices, props.stateEntityId)
+        ? resolveAlias(
+            aliases[ds.entityAliasId ?? ''],
+            props.devices,
+            props.stateEntityId,
+            queries[i] ? (matches[i] ?? new Set()) : undefined,
+          )
         : [],
     keys: ds.dataKeys ?? [],
   }));
@@ -202,6 +214,53 @@ export function WidgetBody(props: WidgetProps) {
     case 'button':
       return <ControlWidget {...props} />;
   }
+}
+
+/**
+ * The entity query of a datasource with a dashboard filter (`filterId`): its alias's filter (a
+ * `stateEntity` alias as the state's device) with the filter's key filters; undefined without.
+ */
+function filterQuery(
+  ds: Datasource,
+  dashboard: DashboardConfig,
+  stateEntityId: string | undefined,
+): EntityQuery | undefined {
+  const f = ds.filterId ? dashboard.filters?.[ds.filterId] : undefined;
+  const alias = dashboard.entityAliases?.[ds.entityAliasId ?? ''];
+  if (!f || !alias) return undefined;
+  const entityFilter =
+    alias.filter.type === 'stateEntity'
+      ? { type: 'singleEntity', singleEntity: { entityType: 'DEVICE', id: stateEntityId ?? '' } }
+      : alias.filter;
+  return { entityFilter, keyFilters: keyFiltersOf(f) };
+}
+
+/**
+ * The ids each query matches, evaluated by the gateway (ENTITY_DATA with `keyFilters`) and sent
+ * again whenever a value changes the match; undefined until the first answer.
+ */
+function useFilterMatches(queries: Array<EntityQuery | undefined>): Array<Set<string> | undefined> {
+  const { live } = useApp();
+  const [matches, setMatches] = useState<Array<Set<string> | undefined>>([]);
+  const key = JSON.stringify(queries);
+  useEffect(() => {
+    setMatches([]);
+    const offs = queries.map((q, i) =>
+      q
+        ? live.subscribeEntities(q, (ids) =>
+            setMatches((m) => {
+              const next = [...m];
+              next[i] = new Set(ids);
+              return next;
+            }),
+          )
+        : undefined,
+    );
+    return () => {
+      for (const off of offs) off?.();
+    };
+  }, [key]);
+  return matches;
 }
 
 type DataProps = WidgetProps & { entities: Entity[]; keys: DataKey[] };
@@ -343,7 +402,8 @@ function CardsWidget(props: DataProps & { gauge: boolean }) {
 function EntitiesWidget(props: DataProps) {
   const dataKeys = props.keys.filter((k) => k.type !== 'entityField');
   const latest = useLatest(props.entities, dataKeys);
-  const rowAction = stateActions(props.widget, 'rowClick')[0];
+  const rowAction = widgetActions(props.widget, 'rowClick').find((a) => !actionRefusal(a));
+  const cellActions = widgetActions(props.widget, 'actionCellButton');
   const onAction = props.onAction;
   return (
     <div class="scroll">
@@ -354,6 +414,7 @@ function EntitiesWidget(props: DataProps) {
             {dataKeys.map((k) => (
               <th key={k.name}>{k.label ?? k.name}</th>
             ))}
+            {cellActions.length > 0 && <th>Actions</th>}
           </tr>
         </thead>
         <tbody>
@@ -373,6 +434,22 @@ function EntitiesWidget(props: DataProps) {
                   {format(latest.get(e.id)?.get(k.name)?.[1], k, props.widget)}
                 </td>
               ))}
+              {cellActions.length > 0 && (
+                <td>
+                  {cellActions.map((a) => (
+                    <button
+                      key={a.id ?? a.name}
+                      type="button"
+                      disabled={actionRefusal(a) !== '' || !onAction}
+                      title={actionRefusal(a) || undefined}
+                      aria-label={`${a.name ?? a.type} ${e.name}`}
+                      onClick={() => onAction?.(a, e)}
+                    >
+                      {a.name ?? a.type}
+                    </button>
+                  ))}
+                </td>
+              )}
             </tr>
           ))}
         </tbody>

@@ -17,6 +17,8 @@ export interface Datasource {
   type: string;
   name?: string;
   entityAliasId?: string;
+  /** A dashboard filter (`configuration.filters`) narrowing the alias's entities. */
+  filterId?: string | null;
   dataKeys?: DataKey[];
 }
 
@@ -54,29 +56,108 @@ export interface Widget {
   };
 }
 
-/** A widget action (platform.md §5); the page runs the two that change the dashboard state. */
+/**
+ * A widget action (platform.md §5). The page runs `openDashboardState` (push a state),
+ * `updateDashboardState` (replace the current one), `openDashboard` (another dashboard, with its
+ * state) and `openURL`; `custom` and `customPretty` run the dashboard author's JavaScript and are
+ * refused (an imported file must not run code in the technician's session).
+ */
 export interface WidgetAction {
   id?: string;
   name?: string;
   type: string;
   targetDashboardStateId?: string | null;
+  targetDashboardId?: string | null;
+  url?: string;
+  openNewBrowserTab?: boolean;
   setEntityId?: boolean;
   openRightLayout?: boolean;
 }
 
-const STATE_ACTIONS = ['openDashboardState', 'updateDashboardState'];
-
-/** The widget's actions of `source` that open or switch a dashboard state. */
-export function stateActions(w: Widget, source: string): WidgetAction[] {
-  return (w.config.actions?.[source] ?? []).filter(
-    (a) => STATE_ACTIONS.includes(a.type) && a.targetDashboardStateId,
-  );
+/** Why an action of this widget cannot run here, or '' when it can. */
+export function actionRefusal(a: WidgetAction): string {
+  switch (a.type) {
+    case 'openDashboardState':
+    case 'updateDashboardState':
+      return a.targetDashboardStateId ? '' : 'no target state';
+    case 'openDashboard':
+      return a.targetDashboardId ? '' : 'no target dashboard';
+    case 'openURL':
+      return safeUrl(a.url) ? '' : 'not an http(s) or page address';
+    case 'custom':
+    case 'customPretty':
+      return 'custom JavaScript actions are not run on this gateway';
+    default:
+      return `action type ${a.type} is not supported`;
+  }
 }
 
-/** Where the dashboard is: a stack of states (root first), each with its entity, if any. */
-export interface StateEntry {
+/** The widget's actions of `source` (`headerButton`, `rowClick`, `actionCellButton`, ...). */
+export function widgetActions(w: Widget, source: string): WidgetAction[] {
+  return w.config.actions?.[source] ?? [];
+}
+
+/** An `openURL` address the page follows: http(s), or a path of this page; else undefined. */
+export function safeUrl(url: string | undefined): string | undefined {
+  if (!url) return undefined;
+  try {
+    const u = new URL(url, location.origin);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.href : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One entry of ThingsBoard's state stack (the dashboard's `state=` URL parameter): a state id and
+ * its parameters, of which the page reads the selected entity.
+ */
+export interface StateObject {
   id: string;
-  entityId?: string;
+  params?: {
+    entityId?: { entityType: string; id: string };
+    entityName?: string;
+    [k: string]: unknown;
+  };
+}
+
+/** The stack as ThingsBoard writes it in `?state=`: base64 of the UTF-8 JSON. */
+export function encodeState(stack: StateObject[]): string {
+  const bytes = new TextEncoder().encode(JSON.stringify(stack));
+  let bin = '';
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin);
+}
+
+/** Reads a `state=` value (also the URL-safe `.`/`_`/`-` variant); [] when it is not a stack. */
+export function decodeState(raw: string | null): StateObject[] {
+  if (!raw) return [];
+  try {
+    const bin = atob(raw.replaceAll('.', '+').replaceAll('_', '/').replaceAll('-', '='));
+    const parsed: unknown = JSON.parse(
+      new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))),
+    );
+    const list = Array.isArray(parsed) ? parsed : [parsed];
+    return list.filter(
+      (x): x is StateObject => typeof x === 'object' && x !== null && typeof x.id === 'string',
+    );
+  } catch {
+    return [];
+  }
+}
+
+/** The state object a state action opens, with the clicked entity when it sets one. */
+export function stateObject(
+  targetId: string,
+  a: WidgetAction,
+  entity?: { id: string; name: string },
+): StateObject {
+  return a.setEntityId === false || !entity
+    ? { id: targetId, params: {} }
+    : {
+        id: targetId,
+        params: { entityId: { entityType: 'DEVICE', id: entity.id }, entityName: entity.name },
+      };
 }
 
 export interface LayoutWidget {
@@ -105,6 +186,49 @@ export interface EntityAlias {
   filter: AliasFilter;
 }
 
+/**
+ * A dashboard filter (ThingsBoard's `Filter`): key filters in the editor's form
+ * (`KeyFilterInfo`: a key, a value type and predicates each wrapped with `userInfo`).
+ */
+export interface DashboardFilter {
+  id: string;
+  filter?: string;
+  editable?: boolean;
+  keyFilters?: Array<{
+    key: { type: string; key: string };
+    valueType: string;
+    value?: unknown;
+    predicates?: Array<{ keyFilterPredicate?: Record<string, unknown> } & Record<string, unknown>>;
+  }>;
+}
+
+/**
+ * The filter's key filters as an entity query takes them (ThingsBoard's KeyFilterInfo to KeyFilter):
+ * one per predicate; a COMPLEX predicate's parts unwrapped likewise; a value the user set
+ * (`userValue`) replaces the default. Dynamic values go to the gateway, which resolves them.
+ */
+export function keyFiltersOf(f: DashboardFilter): unknown[] {
+  const predicate = (p: Record<string, unknown>): Record<string, unknown> => {
+    const inner = (p.keyFilterPredicate as Record<string, unknown> | undefined) ?? p;
+    const { userInfo: _u, ...rest } = inner;
+    if (rest.type === 'COMPLEX') {
+      const parts = (rest.predicates as Array<Record<string, unknown>> | undefined) ?? [];
+      return { ...rest, predicates: parts.map(predicate) };
+    }
+    const v = rest.value as { userValue?: unknown; defaultValue?: unknown } | undefined;
+    return v && v.userValue !== undefined && v.userValue !== null
+      ? { ...rest, value: { ...v, defaultValue: v.userValue } }
+      : rest;
+  };
+  return (f.keyFilters ?? []).flatMap((k) =>
+    (k.predicates ?? []).map((p) => ({
+      key: k.key,
+      valueType: k.valueType,
+      predicate: predicate(p),
+    })),
+  );
+}
+
 export interface DashboardConfig {
   description?: string;
   widgets?: Record<string, Widget> | Widget[];
@@ -120,6 +244,7 @@ export interface DashboardConfig {
     }
   >;
   entityAliases?: Record<string, EntityAlias>;
+  filters?: Record<string, DashboardFilter>;
   timewindow?: Timewindow;
   settings?: Record<string, unknown>;
   [k: string]: unknown;

@@ -19,10 +19,21 @@ const COUNT_KEY = 'totalUnreadCount';
 
 export type AttributeScope = 'CLIENT_SCOPE' | 'SHARED_SCOPE' | 'SERVER_SCOPE';
 
+/** An entity query (`ENTITY_DATA`, platform.md §4.4): an entity filter and key filters. */
+export interface EntityQuery {
+  entityFilter: unknown;
+  keyFilters?: unknown[];
+}
+
 interface Sub {
   readonly cmdId: number;
-  readonly cmd: SubCmd | { type: 'NOTIFICATIONS_COUNT' };
+  readonly cmd:
+    | SubCmd
+    | { type: 'NOTIFICATIONS_COUNT' }
+    | { type: 'ENTITY_DATA'; query: EntityQuery };
   readonly onData: (data: TsData) => void;
+  /** ENTITY_DATA: the ids of each page the gateway sends. */
+  readonly onPage?: (ids: string[]) => void;
   poll?: ReturnType<typeof setInterval>;
   /** Newest ts seen per key: polling hands on only what is newer. */
   readonly seen: Map<string, number>;
@@ -62,8 +73,20 @@ export class LiveClient {
     return this.#add(cmd, onData);
   }
 
-  #add(cmd: Sub['cmd'], onData: (data: TsData) => void): () => void {
-    const sub: Sub = { cmdId: this.#nextId++, cmd, onData, seen: new Map() };
+  /**
+   * The ids of the devices an entity query matches (its key filters evaluated by the gateway),
+   * again whenever the match changes. Socket only: while it is down the last match stays.
+   */
+  subscribeEntities(query: EntityQuery, onIds: (ids: string[]) => void): () => void {
+    return this.#add({ type: 'ENTITY_DATA', query }, () => undefined, onIds);
+  }
+
+  #add(
+    cmd: Sub['cmd'],
+    onData: (data: TsData) => void,
+    onPage?: (ids: string[]) => void,
+  ): () => void {
+    const sub: Sub = { cmdId: this.#nextId++, cmd, onData, onPage, seen: new Map() };
     this.#subs.set(sub.cmdId, sub);
     this.#connect();
     if (this.#open) this.#send([this.#wire(sub)]);
@@ -72,9 +95,10 @@ export class LiveClient {
       this.#subs.delete(sub.cmdId);
       this.#stopPoll(sub);
       if (!this.#open) return;
+      const t = sub.cmd.type;
       this.#send([
-        sub.cmd.type === 'NOTIFICATIONS_COUNT'
-          ? { type: 'NOTIFICATIONS_UNSUBSCRIBE', cmdId: sub.cmdId }
+        t === 'NOTIFICATIONS_COUNT' || t === 'ENTITY_DATA'
+          ? { type: `${t === 'ENTITY_DATA' ? t : 'NOTIFICATIONS'}_UNSUBSCRIBE`, cmdId: sub.cmdId }
           : { ...this.#wire(sub), unsubscribe: true },
       ]);
     };
@@ -108,6 +132,17 @@ export class LiveClient {
   #wire(sub: Sub): Record<string, unknown> {
     const c = sub.cmd;
     if (c.type === 'NOTIFICATIONS_COUNT') return { type: c.type, cmdId: sub.cmdId };
+    if (c.type === 'ENTITY_DATA') {
+      return {
+        type: c.type,
+        cmdId: sub.cmdId,
+        query: {
+          ...c.query,
+          pageLink: { page: 0, pageSize: 1024 },
+          entityFields: [{ type: 'ENTITY_FIELD', key: 'name' }],
+        },
+      };
+    }
     const base = {
       type: c.type,
       cmdId: sub.cmdId,
@@ -152,7 +187,7 @@ export class LiveClient {
         subscriptionId?: number;
         cmdId?: number;
         errorCode?: number;
-        data?: TsData;
+        data?: TsData | { data?: Array<{ entityId: { id: string } }> };
         cmdUpdateType?: string;
         totalUnreadCount?: number;
       };
@@ -165,7 +200,10 @@ export class LiveClient {
       if (!sub || msg.errorCode) return;
       if (msg.cmdUpdateType === 'NOTIFICATIONS_COUNT')
         sub.onData({ [COUNT_KEY]: [[Date.now(), String(msg.totalUnreadCount ?? 0)]] });
-      else if (msg.data) this.#deliver(sub, msg.data);
+      else if (msg.cmdUpdateType === 'ENTITY_DATA') {
+        const page = msg.data as { data?: Array<{ entityId: { id: string } }> } | undefined;
+        if (Array.isArray(page?.data)) sub.onPage?.(page.data.map((e) => e.entityId.id));
+      } else if (msg.data) this.#deliver(sub, msg.data as TsData);
     };
     ws.onclose = () => {
       this.#ws = undefined;
@@ -201,6 +239,7 @@ export class LiveClient {
 
   async #pollOnce(sub: Sub): Promise<void> {
     const c = sub.cmd;
+    if (c.type === 'ENTITY_DATA') return;
     if (c.type === 'NOTIFICATIONS_COUNT') {
       const n = await api<number>('/api/notifications/unread/count').catch((err: unknown) => {
         if (err instanceof ApiError && err.status === 404) return undefined;

@@ -19,23 +19,28 @@ import { type Entity, useVisibleDevices, WidgetBody } from '../components/widget
 import { api, qs } from '../lib/api.js';
 import { isTenantAdmin, useApp } from '../lib/app-context.js';
 import {
+  actionRefusal,
   type Dashboard,
   type DashboardConfig,
+  decodeState,
   type EntityAlias,
+  encodeState,
   KIND_LABELS,
   type LayoutWidget,
   newWidget,
   rootState,
-  type StateEntry,
-  stateActions,
+  type StateObject,
+  safeUrl,
+  stateObject,
   type Timewindow,
   type Widget,
   type WidgetAction,
   type WidgetKind,
+  widgetActions,
   widgetKind,
   widgetMap,
 } from '../lib/dashboard-model.js';
-import { Link, navigate } from '../lib/router.js';
+import { Link, navigate, useLocation } from '../lib/router.js';
 
 /**
  * Dashboards in ThingsBoard's JSON (platform.md §5): list, create, import an export, view the
@@ -182,16 +187,22 @@ function timewindowId(tw: Timewindow | undefined): string {
 }
 
 export function DashboardPage(props: { params: Record<string, string> }) {
-  const id = props.params.id;
+  // Keyed by id: an openDashboard action opens another dashboard with nothing of this one's draft.
+  return <DashboardView key={props.params.id} id={props.params.id} />;
+}
+
+function DashboardView(props: { id: string }) {
+  const id = props.id;
   const { user } = useApp();
+  const { query } = useLocation();
   const admin = isTenantAdmin(user);
   const loaded = useLoad(() => api<Dashboard>(`/api/dashboard/${id}`), [id]);
   const { devices, error: devError } = useVisibleDevices();
   const [draft, setDraft] = useState<Dashboard | null>(null);
   const [editing, setEditing] = useState(false);
   const [configuring, setConfiguring] = useState<Widget | 'new' | null>(null);
-  /** Opened states above the root one (widget actions push or replace them). */
-  const [stack, setStack] = useState<StateEntry[]>([]);
+  /** ThingsBoard's state stack, in the URL (`?state=`): a link or a reload opens the same state. */
+  const stack = decodeState(query.get('state'));
   const save = useAction();
   const dash = draft ?? loaded.data;
   if (!dash || !devices) return <ErrorText error={loaded.error || devError || undefined} />;
@@ -203,13 +214,41 @@ export function DashboardPage(props: { params: Record<string, string> }) {
   const state = cfg.states?.[stateId];
   const layout = state?.layouts?.main?.widgets ?? {};
   const right = state?.layouts?.right?.widgets ?? {};
+  const stateEntityId = top?.params?.entityId?.id;
+  /** Goes to a state stack: a new history entry (the browser's Back walks states) or in place. */
+  const goTo = (next: StateObject[], replace = false) => {
+    const only = next.length === 1 && next[0].id === root && !next[0].params?.entityId;
+    navigate(
+      `/dashboards/${id}${next.length === 0 || only ? '' : `?state=${encodeURIComponent(encodeState(next))}`}`,
+      replace,
+    );
+  };
   const onAction = (a: WidgetAction, entity?: Entity) => {
-    const target = a.targetDashboardStateId;
-    if (!target || !cfg.states?.[target]) return;
-    const entry = { id: target, entityId: a.setEntityId === false ? undefined : entity?.id };
-    if (target === root) setStack([]);
-    else if (a.type === 'updateDashboardState') setStack((s) => [...s.slice(0, -1), entry]);
-    else setStack((s) => [...s, entry]);
+    if (actionRefusal(a)) return;
+    const target = a.targetDashboardStateId ?? '';
+    if (a.type === 'openURL') {
+      const url = safeUrl(a.url) as string;
+      if (a.openNewBrowserTab) window.open(url, '_blank', 'noopener');
+      else location.assign(url);
+    } else if (a.type === 'openDashboard') {
+      const q = target
+        ? `?state=${encodeURIComponent(encodeState([stateObject(target, a, entity)]))}`
+        : '';
+      const href = `/dashboards/${a.targetDashboardId}${q}`;
+      if (a.openNewBrowserTab) window.open(href, '_blank', 'noopener');
+      else navigate(href);
+    } else if (!cfg.states?.[target]) {
+      return;
+    } else if (target === root && !entity) {
+      goTo([]);
+    } else {
+      const base = stack.length > 0 ? stack : [{ id: root, params: {} }];
+      const entry = stateObject(target, a, entity);
+      goTo(
+        a.type === 'updateDashboardState' ? [...base.slice(0, -1), entry] : [...base, entry],
+        a.type === 'updateDashboardState',
+      );
+    }
   };
   const update = (next: DashboardConfig) => setDraft({ ...dash, configuration: next });
   const setLayout = (wid: string, l: LayoutWidget | undefined) => {
@@ -298,14 +337,19 @@ export function DashboardPage(props: { params: Record<string, string> }) {
         )}
       </div>
       {!admin && <p class="muted">Read-only</p>}
-      {stack.length > 0 && (
+      {stateId !== root && (
         <nav class="row" aria-label="Dashboard states">
-          <button type="button" onClick={() => setStack((s) => s.slice(0, -1))}>
+          <button type="button" onClick={() => goTo(stack.slice(0, -1))}>
             Back
           </button>
           <span>
-            {[root, ...stack.map((e) => e.id)]
-              .map((id) => cfg.states?.[id]?.name ?? id)
+            {(stack[0]?.id === root ? stack : [{ id: root }, ...stack])
+              .map((e: StateObject) =>
+                (cfg.states?.[e.id]?.name ?? e.id).replace(
+                  '${entityName}',
+                  e.params?.entityName ?? '',
+                ),
+              )
               .join(' › ')}
           </span>
         </nav>
@@ -340,14 +384,16 @@ export function DashboardPage(props: { params: Record<string, string> }) {
                     }}
                   >
                     {w.config.showTitle !== false && title && <h2>{title}</h2>}
-                    {stateActions(w, 'headerButton').map((act) => (
+                    {widgetActions(w, 'headerButton').map((act) => (
                       <button
                         key={act.id ?? act.name}
                         type="button"
                         class="widget-action"
+                        disabled={actionRefusal(act) !== ''}
+                        title={actionRefusal(act) || undefined}
                         onClick={() => onAction(act)}
                       >
-                        {act.name ?? act.targetDashboardStateId}
+                        {act.name ?? act.type}
                       </button>
                     ))}
                     {editing && layoutName === 'main' && (
@@ -429,7 +475,7 @@ export function DashboardPage(props: { params: Record<string, string> }) {
                         kind={kind}
                         dashboard={cfg}
                         devices={devices}
-                        stateEntityId={top?.entityId}
+                        stateEntityId={stateEntityId}
                         onAction={onAction}
                       />
                     </div>
