@@ -2,6 +2,7 @@ import type { Socket as UdpSocket } from 'node:dgram';
 import { lookup } from 'node:dns/promises';
 import modbusSerial from 'modbus-serial';
 import type { ModbusSlave } from '../../connectors/modbus-config.js';
+import { type BindingInterface, serialBinding } from './serial-binding.js';
 
 /**
  * One Modbus connection (a serial port, or a TCP/UDP endpoint) through modbus-serial: the line
@@ -62,7 +63,14 @@ export class ModbusSerialConnection implements ModbusConnection {
   #client: ModbusRTU | undefined;
   #closeListener: (() => void) | undefined;
 
-  constructor(private readonly slave: ModbusSlave) {}
+  /**
+   * @param binding serialport's port layer for a serial slave (default: the event-loop binding
+   *   of serial-binding.ts; the bench passes others to compare).
+   */
+  constructor(
+    private readonly slave: ModbusSlave,
+    private readonly binding: BindingInterface = serialBinding,
+  ) {}
 
   get isOpen(): boolean {
     return this.#client?.isOpen === true;
@@ -74,12 +82,17 @@ export class ModbusSerialConnection implements ModbusConnection {
     // A connect that hangs ends after the slave's timeout.
     client.setTimeout(s.timeoutMs);
     if (s.type === 'serial') {
-      await client.connectRTUBuffered(s.serialPort, {
+      // @NOTE: modbus-serial hands these options to serialport's SerialPort as they are; its
+      // types do not list `binding`, serialport's do. Reads and writes on the event loop, not
+      // in the thread pool: serial-binding.ts.
+      const options = {
         baudRate: s.baudrate,
         dataBits: s.bytesize,
         stopBits: s.stopbits,
         parity: s.parity,
-      });
+        binding: this.binding,
+      };
+      await client.connectRTUBuffered(s.serialPort, options);
     } else if (s.type === 'udp') {
       await openUdp(client, s);
     } else if (s.method === 'rtu') {
