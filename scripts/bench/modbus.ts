@@ -19,16 +19,21 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { autoDetect } from '@serialport/bindings-cpp';
 import modbusSerial from 'modbus-serial';
 import { pino } from 'pino';
 import { SerialPort } from 'serialport';
-import { modbusConfigSchema } from '../../src/connectors/modbus-config.js';
-import { ModbusSerialConnection } from '../../src/transports/modbus/connection.js';
-import { ModbusMaster } from '../../src/transports/modbus/modbus-master.js';
+import type { modbusConfigSchema } from '../../src/connectors/modbus-config.js';
+import type { ModbusSerialConnection } from '../../src/transports/modbus/connection.js';
+import type { ModbusMaster } from '../../src/transports/modbus/modbus-master.js';
+import {
+  type BindingInterface,
+  serialBinding,
+} from '../../src/transports/modbus/serial-binding.js';
 import {
   adminToken,
   buildBundle,
@@ -39,12 +44,12 @@ import {
 } from './support.js';
 
 const BAUD = 115_200;
-const BITS_PER_CHAR = 10; // 8N1
 const GAP_MS = 1.75; // Modbus over serial line §2.5.1.1, above 19,200 baud
 const READ_REGS = 10;
 const REQ_BYTES = 8;
 const RESP_BYTES = 5 + 2 * READ_REGS;
-const charMs = (n: number) => (n * BITS_PER_CHAR * 1000) / BAUD;
+/** Wire time of `n` characters of `bits` bits (start + 8 data + parity + stop bits). */
+const charMs = (n: number, bits: number) => (n * bits * 1000) / BAUD;
 
 // ---------------------------------------------------------------------------------------------
 // Child processes: the simulated slaves.
@@ -94,12 +99,18 @@ async function waitUntil(until: number): Promise<void> {
 }
 
 /**
- * An RTU slave that answers function code 3 after the wire time of the request, the slave's
- * turnaround (3.5 characters) and the answer at 115,200 baud: what a real line would cost.
+ * The "socat" fixture (the one of the earlier measurements): an RTU slave on the far end of a
+ * socat pty pair, through serialport, that answers function code 3 after the wire time of the
+ * request, the slave's turnaround (t3.5) and the answer, counted from the request's arrival.
+ * Between the master and this slave: two ptys, socat, and serialport's thread-pool read and
+ * write in this process. Reports (on SIGTERM, over IPC) when each request arrived and each
+ * answer was handed to serialport, in process.hrtime nanoseconds.
  */
-async function rtuSlave(path: string): Promise<void> {
+async function rtuSlave(path: string, bits: number): Promise<void> {
   const port = new SerialPort({ path, baudRate: BAUD, autoOpen: false });
   await new Promise<void>((resolve, reject) => port.open((e) => (e ? reject(e) : resolve())));
+  const arrive: string[] = [];
+  const sent: string[] = [];
   let buf = Buffer.alloc(0);
   let busy = false;
   const serve = async () => {
@@ -108,6 +119,7 @@ async function rtuSlave(path: string): Promise<void> {
     while (buf.length >= REQ_BYTES) {
       const req = buf.subarray(0, REQ_BYTES);
       buf = buf.subarray(REQ_BYTES);
+      const stamp = process.hrtime.bigint();
       const arrived = performance.now();
       const count = req.readUInt16BE(4);
       const resp = Buffer.alloc(5 + 2 * count);
@@ -117,14 +129,19 @@ async function rtuSlave(path: string): Promise<void> {
       for (let i = 0; i < count; i++) resp.writeUInt16BE(i, 3 + 2 * i);
       resp.writeUInt16LE(crc16(resp.subarray(0, resp.length - 2)), resp.length - 2);
       // The request was on the wire before it arrived here; its answer takes its own time.
-      await waitUntil(arrived + charMs(REQ_BYTES) + GAP_MS + charMs(resp.length));
+      await waitUntil(arrived + charMs(REQ_BYTES, bits) + GAP_MS + charMs(resp.length, bits));
       port.write(resp);
+      arrive.push(String(stamp));
+      sent.push(String(process.hrtime.bigint()));
     }
     busy = false;
   };
   port.on('data', (chunk: Buffer) => {
     buf = Buffer.concat([buf, chunk]);
     void serve();
+  });
+  process.on('message', () => {
+    process.send?.({ arrive, sent }, () => process.exit(0));
   });
   process.send?.({ kind: 'ready' });
 }
@@ -252,106 +269,297 @@ async function tcpBench(opts: {
   }
 }
 
-async function serialBench(durationS: number): Promise<void> {
+type Fixture = 'socat' | 'pty';
+
+/** A simulated slave on a fresh pty; `path` is the port the master opens. */
+interface RtuFixture {
+  readonly path: string;
+  /** Stops the slave; when each request arrived and each answer left, in hrtime ns. */
+  stop(): Promise<{ arrive: bigint[]; sent: bigint[] }>;
+}
+
+async function socatFixture(bits: number): Promise<RtuFixture> {
   const dir = await mkdtemp(join(tmpdir(), 'edge-gw-bench-tty-'));
   const a = join(dir, 'a');
   const b = join(dir, 'b');
   const socat = spawn('socat', [`pty,raw,echo=0,link=${a}`, `pty,raw,echo=0,link=${b}`], {
     stdio: 'ignore',
   });
-  try {
-    while (!(existsSync(a) && existsSync(b))) await new Promise((r) => setTimeout(r, 20));
-    const slaveProc = await child(['--rtu-slave', b]);
-    const cycleMs = charMs(REQ_BYTES) + charMs(RESP_BYTES) + 2 * GAP_MS;
-    const theoretical = 1000 / cycleMs;
-    let readings = 0;
-    const config = modbusConfigSchema.parse({
-      master: {
-        // Several slaves always due: the loop runs back to back, as a busy bus does.
-        slaves: Array.from({ length: 4 }, (_, i) => ({
-          type: 'serial',
-          method: 'rtu',
-          port: a,
-          baudrate: BAUD,
-          unitId: i + 1,
-          deviceName: `s${i}`,
-          pollPeriod: 10,
-          timeout: 1,
-          retries: 0,
-          byteOrder: 'BIG',
-          wordOrder: 'BIG',
-          timeseries: [
-            { tag: 'v', type: '16uint', functionCode: 3, objectsCount: READ_REGS, address: 0 },
-          ],
-        })),
-      },
-    });
-    const failures: string[] = [];
-    // Where each request's time goes: in flight (request written → answer decoded: the wire, the
-    // slave, and the pty and serialport hops on both sides) and idle (answer → next request: the
-    // poll loop and its t3.5 gap).
-    const spans: Array<readonly [number, number]> = [];
-    let measuring = false;
-    const master = new ModbusMaster({
-      config,
-      connect: (s) => {
-        const c = new ModbusSerialConnection(s);
-        const read = c.readRegisters.bind(c);
-        c.readRegisters = async (...args) => {
-          const start = performance.now();
-          const regs = await read(...args);
-          if (measuring) spans.push([start, performance.now()]);
-          return regs;
-        };
-        return c;
-      },
-      log: pino({ level: 'warn' }),
-      sink: {
-        reading: () => {
-          readings++;
+  while (!(existsSync(a) && existsSync(b))) await new Promise((r) => setTimeout(r, 20));
+  const slave = await child(['--rtu-slave', b, '--bits', String(bits)]);
+  return {
+    path: a,
+    async stop() {
+      const stamps = new Promise<{ arrive: string[]; sent: string[] }>((r) =>
+        slave.proc.once('message', (m) => r(m as { arrive: string[]; sent: string[] })),
+      );
+      slave.proc.send('stop');
+      const { arrive, sent } = await stamps;
+      socat.kill();
+      await rm(dir, { recursive: true, force: true });
+      return { arrive: arrive.map(BigInt), sent: sent.map(BigInt) };
+    },
+  };
+}
+
+/** scripts/bench/rtu-slave.py: the slave holds the pty master itself (no socat, no thread pool). */
+async function ptyFixture(bits: number): Promise<RtuFixture> {
+  const script = fileURLToPath(new URL('./rtu-slave.py', import.meta.url));
+  const proc = spawn(
+    'python3',
+    [script, '--baud', String(BAUD), '--bits', String(bits), '--gap-ms', String(GAP_MS)],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  let out = '';
+  proc.stdout.setEncoding('utf8');
+  proc.stdout.on('data', (d: string) => {
+    out += d;
+  });
+  const path = await new Promise<string>((resolve, reject) => {
+    const check = () => {
+      const m = /^ready (\S+)\n/.exec(out);
+      if (m) {
+        proc.stdout.off('data', check);
+        out = out.slice(m[0].length);
+        resolve(m[1]);
+      }
+    };
+    proc.stdout.on('data', check);
+    proc.once('exit', (code) => reject(new Error(`rtu-slave.py exited with ${code}`)));
+  });
+  return {
+    path,
+    async stop() {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGTERM');
+      await exited;
+      const { arrive, sent } = JSON.parse(out) as { arrive: number[]; sent: number[] };
+      return { arrive: arrive.map(BigInt), sent: sent.map(BigInt) };
+    },
+  };
+}
+
+/** The master's modules, from this tree or from `root` (another checkout, for a before/after). */
+async function masterModules(root: string | undefined) {
+  const base = root
+    ? new URL(`file://${resolve(root)}/src/`)
+    : new URL('../../src/', import.meta.url);
+  const [config, connection, master] = await Promise.all([
+    import(new URL('connectors/modbus-config.ts', base).href),
+    import(new URL('transports/modbus/connection.ts', base).href),
+    import(new URL('transports/modbus/modbus-master.ts', base).href),
+  ]);
+  return {
+    modbusConfigSchema: config.modbusConfigSchema as typeof modbusConfigSchema,
+    ModbusSerialConnection: connection.ModbusSerialConnection as typeof ModbusSerialConnection,
+    ModbusMaster: master.ModbusMaster as typeof ModbusMaster,
+  };
+}
+
+type BindingName = 'event-loop' | 'stock';
+
+/** Stamps (hrtime ns) taken at serialport's port layer: write called and done, each read's data. */
+interface PortStamps {
+  writeCalled: bigint[];
+  writeDone: bigint[];
+  readDone: bigint[];
+}
+
+/** `inner` with each port's write and read stamped into `stamps`. */
+function stamped(inner: BindingInterface, stamps: PortStamps): BindingInterface {
+  return {
+    list: () => inner.list(),
+    async open(options: Parameters<BindingInterface['open']>[0]) {
+      const port = await inner.open(options);
+      return new Proxy(port, {
+        get(target, key) {
+          if (key === 'write') {
+            return async (buffer: Buffer) => {
+              stamps.writeCalled.push(process.hrtime.bigint());
+              await target.write(buffer);
+              stamps.writeDone.push(process.hrtime.bigint());
+            };
+          }
+          if (key === 'read') {
+            return async (buffer: Buffer, offset: number, length: number) => {
+              const r = await target.read(buffer, offset, length);
+              stamps.readDone.push(process.hrtime.bigint());
+              return r;
+            };
+          }
+          const v = Reflect.get(target, key, target);
+          return typeof v === 'function' ? v.bind(target) : v;
         },
-        failure: (_d, kind, message) => {
-          failures.push(`${kind}: ${message}`);
-        },
+      });
+    },
+  };
+}
+
+/** The first stamp in `xs` at or after `from` and before `to`, else undefined. */
+function stampIn(xs: bigint[], from: bigint, to: bigint): bigint | undefined {
+  for (const x of xs) if (x >= from && x <= to) return x;
+  return undefined;
+}
+
+const pct = (xs: number[], p: number) =>
+  xs.length ? [...xs].sort((x, y) => x - y)[Math.floor(p * (xs.length - 1))].toFixed(3) : '-';
+const spread = (xs: number[]) => `p10 ${pct(xs, 0.1)} p50 ${pct(xs, 0.5)} p90 ${pct(xs, 0.9)}`;
+
+async function serialBench(opts: {
+  durationS: number;
+  fixture: Fixture;
+  bits: 10 | 11;
+  /** Another checkout whose master (connection, line) runs instead of this tree's. */
+  root?: string;
+  /** serialport's port layer for this tree's master (a baseline uses its own). */
+  binding: BindingName;
+  label: string;
+}): Promise<void> {
+  const { bits } = opts;
+  const mods = await masterModules(opts.root);
+  const fixture = opts.fixture === 'pty' ? await ptyFixture(bits) : await socatFixture(bits);
+  const cycleMs = charMs(REQ_BYTES, bits) + charMs(RESP_BYTES, bits) + 2 * GAP_MS;
+  const theoretical = 1000 / cycleMs;
+  let readings = 0;
+  const config = mods.modbusConfigSchema.parse({
+    master: {
+      // Several slaves always due: the loop runs back to back, as a busy bus does.
+      slaves: Array.from({ length: 4 }, (_, i) => ({
+        type: 'serial',
+        method: 'rtu',
+        port: fixture.path,
+        baudrate: BAUD,
+        // 8N1 (10 bits) or 8E1 (11 bits): the master's t3.5 and the fixture's byte time agree.
+        parity: bits === 11 ? 'E' : 'N',
+        unitId: i + 1,
+        deviceName: `s${i}`,
+        pollPeriod: 10,
+        timeout: 1,
+        retries: 0,
+        byteOrder: 'BIG',
+        wordOrder: 'BIG',
+        timeseries: [
+          { tag: 'v', type: '16uint', functionCode: 3, objectsCount: READ_REGS, address: 0 },
+        ],
+      })),
+    },
+  });
+  const failures: string[] = [];
+  // Where each request's time goes: in flight (request written → answer decoded: the wire, the
+  // slave, and the pty and serialport hops on both sides) and idle (answer → next request: the
+  // poll loop and its t3.5 gap). In hrtime ns, the clock the fixtures stamp with.
+  const spans: Array<readonly [bigint, bigint]> = [];
+  let measuring = false;
+  const portStamps: PortStamps = { writeCalled: [], writeDone: [], readDone: [] };
+  const binding = stamped(opts.binding === 'stock' ? autoDetect() : serialBinding, portStamps);
+  const master = new mods.ModbusMaster({
+    config,
+    connect: (s) => {
+      const c = opts.root
+        ? new mods.ModbusSerialConnection(s)
+        : new mods.ModbusSerialConnection(s, binding);
+      const read = c.readRegisters.bind(c);
+      c.readRegisters = async (...args) => {
+        const start = process.hrtime.bigint();
+        const regs = await read(...args);
+        if (measuring) spans.push([start, process.hrtime.bigint()]);
+        return regs;
+      };
+      return c;
+    },
+    log: pino({ level: 'warn' }),
+    sink: {
+      reading: () => {
+        readings++;
       },
-    });
-    master.start();
-    await new Promise((r) => setTimeout(r, 2000));
-    const r0 = readings;
-    measuring = true;
-    const cpu0 = process.cpuUsage();
-    const t0 = performance.now();
-    await new Promise((r) => setTimeout(r, durationS * 1000));
-    const wall = (performance.now() - t0) / 1000;
-    const cpu = process.cpuUsage(cpu0);
-    const rate = (readings - r0) / wall;
-    measuring = false;
-    const inFlight = spans.map(([a, b]) => b - a);
-    const idle = spans.slice(1).map(([a], i) => a - spans[i][1]);
-    const pct = (xs: number[], p: number) =>
-      xs.length ? [...xs].sort((x, y) => x - y)[Math.floor(p * (xs.length - 1))].toFixed(3) : '-';
-    const wireMs = charMs(REQ_BYTES) + GAP_MS + charMs(RESP_BYTES);
-    await master.stop();
-    slaveProc.proc.kill();
-    console.log(
-      [
-        `modbus rtu, ${BAUD} baud 8N1, ${READ_REGS}-register reads (${REQ_BYTES} + ${RESP_BYTES} bytes, ` +
-          `2 × ${GAP_MS} ms gaps: ${cycleMs.toFixed(3)} ms per request)`,
-        `  ${rate.toFixed(1)} requests/s of ${theoretical.toFixed(1)} theoretical: ` +
-          `${((rate / theoretical) * 100).toFixed(1)} % (target ≥ 90 %)`,
-        `  in flight (request → answer; wire ${wireMs.toFixed(3)} ms): p10 ${pct(inFlight, 0.1)} ` +
-          `p50 ${pct(inFlight, 0.5)} p90 ${pct(inFlight, 0.9)} ms`,
-        `  idle (answer → next request; t3.5 ${GAP_MS} ms): p10 ${pct(idle, 0.1)} ` +
-          `p50 ${pct(idle, 0.5)} p90 ${pct(idle, 0.9)} ms`,
-        `  master CPU ${(((cpu.user + cpu.system) / 1e6 / wall) * 100).toFixed(1)} % of one core, ` +
-          `failures ${failures.length}${failures.length ? ` (first: ${failures[0]})` : ''}`,
-        `  (load average ${loadAverage()})`,
-      ].join('\n'),
-    );
-  } finally {
-    socat.kill();
-    await rm(dir, { recursive: true, force: true });
+      failure: (_d, kind, message) => {
+        failures.push(`${kind}: ${message}`);
+      },
+    },
+  });
+  master.start();
+  await new Promise((r) => setTimeout(r, 2000));
+  const r0 = readings;
+  measuring = true;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, opts.durationS * 1000));
+  const wall = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const rate = (readings - r0) / wall;
+  measuring = false;
+  await master.stop();
+  const stamps = await fixture.stop();
+  const ms = (ns: bigint) => Number(ns) / 1e6;
+  const inFlight = spans.map(([a, b]) => ms(b - a));
+  const idle = spans.slice(1).map(([a], i) => ms(a - spans[i][1]));
+  // Each request against the fixture's stamps: master → slave (the master's write, the ptys, the
+  // slave's read), the slave's hold (wire time plus how late it answered), slave → master. With
+  // this tree's master, the port layer's stamps split the master's part: modbus-serial and the
+  // stream before the port's write, the write itself, the answer's read, then the decode.
+  const there: number[] = [];
+  const hold: number[] = [];
+  const back: number[] = [];
+  const beforeWrite: number[] = [];
+  const writeToSlave: number[] = [];
+  const slaveToRead: number[] = [];
+  const decode: number[] = [];
+  let j = 0;
+  // Stamps are in time order; drop the ones before each span as we go.
+  const upTo = (xs: bigint[], t: bigint) => {
+    while (xs.length && xs[0] < t) xs.shift();
+  };
+  for (const [a, b] of spans) {
+    while (j < stamps.arrive.length && stamps.arrive[j] < a) j++;
+    if (j >= stamps.arrive.length || stamps.sent[j] > b) continue;
+    const arrive = stamps.arrive[j];
+    const sent = stamps.sent[j];
+    there.push(ms(arrive - a));
+    hold.push(ms(sent - arrive));
+    back.push(ms(b - sent));
+    upTo(portStamps.writeCalled, a);
+    upTo(portStamps.readDone, sent);
+    const w = stampIn(portStamps.writeCalled, a, arrive);
+    const r = stampIn(portStamps.readDone, sent, b);
+    if (w !== undefined && r !== undefined) {
+      beforeWrite.push(ms(w - a));
+      writeToSlave.push(ms(arrive - w));
+      slaveToRead.push(ms(r - sent));
+      decode.push(ms(b - r));
+    }
   }
+  const wireMs = charMs(REQ_BYTES, bits) + GAP_MS + charMs(RESP_BYTES, bits);
+  console.log(
+    [
+      `modbus rtu [${opts.label}: ${opts.fixture} fixture, master ${opts.root ?? `this tree, ${opts.binding} binding`}], ` +
+        `${BAUD} baud ${bits === 11 ? '8E1' : '8N1'}, ${READ_REGS}-register reads ` +
+        `(${REQ_BYTES} + ${RESP_BYTES} bytes, 2 × ${GAP_MS} ms gaps: ${cycleMs.toFixed(3)} ms per request)`,
+      `  ${rate.toFixed(1)} requests/s of ${theoretical.toFixed(1)} theoretical: ` +
+        `${((rate / theoretical) * 100).toFixed(1)} % (target ≥ 90 %); mean ${(1000 / rate).toFixed(3)} ms a request`,
+      `  in flight (request → answer; wire ${wireMs.toFixed(3)} ms): ${spread(inFlight)} ms`,
+      `    master → slave (master's write, ptys, slave's read): ${spread(there)} ms`,
+      ...(beforeWrite.length
+        ? [
+            `      modbus-serial + stream, up to the port's write: ${spread(beforeWrite)} ms`,
+            `      port's write → slave has it (syscall, ptys, slave wakes): ${spread(writeToSlave)} ms`,
+          ]
+        : []),
+      `    slave's hold (wire ${wireMs.toFixed(3)} ms + its lateness): ${spread(hold)} ms`,
+      `    slave → master (slave's write, ptys, master's read, decode): ${spread(back)} ms`,
+      ...(slaveToRead.length
+        ? [
+            `      slave wrote → port's read returns (ptys, wakeup, read): ${spread(slaveToRead)} ms`,
+            `      port's read → answer decoded (stream, modbus-serial, promise): ${spread(decode)} ms`,
+          ]
+        : []),
+      `  idle (answer → next request; t3.5 ${GAP_MS} ms): ${spread(idle)} ms`,
+      `  master CPU ${(((cpu.user + cpu.system) / 1e6 / wall) * 100).toFixed(1)} % of one core, ` +
+        `failures ${failures.length}${failures.length ? ` (first: ${failures[0]})` : ''}`,
+      `  (load average ${loadAverage()})`,
+    ].join('\n'),
+  );
 }
 
 const { values } = parseArgs({
@@ -363,6 +571,11 @@ const { values } = parseArgs({
     'serial-duration': { type: 'string', default: '10' },
     'tcp-slaves': { type: 'string' },
     'rtu-slave': { type: 'string' },
+    bits: { type: 'string', default: '10' },
+    fixtures: { type: 'string', default: 'socat,pty' },
+    baseline: { type: 'string' },
+    'serial-runs': { type: 'string', default: '1' },
+    bindings: { type: 'string', default: 'event-loop,stock' },
     only: { type: 'string' },
     'no-build': { type: 'boolean', default: false },
   },
@@ -371,7 +584,7 @@ const { values } = parseArgs({
 if (values['tcp-slaves']) {
   await tcpSlaves(Number(values['tcp-slaves']));
 } else if (values['rtu-slave']) {
-  await rtuSlave(values['rtu-slave']);
+  await rtuSlave(values['rtu-slave'], Number(values.bits));
 } else {
   console.log(`bench:modbus ${new Date().toISOString()} (load average ${loadAverage()})`);
   if (values.only !== 'serial') {
@@ -383,5 +596,26 @@ if (values['tcp-slaves']) {
       build: !values['no-build'],
     });
   }
-  if (values.only !== 'tcp') await serialBench(Number(values['serial-duration']));
+  if (values.only !== 'tcp') {
+    // Side by side: each fixture with this tree's master, and with --baseline's when given,
+    // alternated run after run.
+    const fixtures = values.fixtures.split(',') as Fixture[];
+    const bits: 10 | 11 = Number(values.bits) === 11 ? 11 : 10;
+    for (let run = 1; run <= Number(values['serial-runs']); run++) {
+      for (const fixture of fixtures) {
+        const base = { durationS: Number(values['serial-duration']), fixture, bits };
+        if (values.baseline) {
+          await serialBench({
+            ...base,
+            root: values.baseline,
+            binding: 'stock',
+            label: `run ${run} baseline`,
+          });
+        }
+        for (const binding of values.bindings.split(',') as BindingName[]) {
+          await serialBench({ ...base, binding, label: `run ${run}` });
+        }
+      }
+    }
+  }
 }
