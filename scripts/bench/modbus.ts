@@ -453,7 +453,8 @@ async function serialBench(opts: {
   const spans: Array<readonly [bigint, bigint]> = [];
   let measuring = false;
   const portStamps: PortStamps = { writeCalled: [], writeDone: [], readDone: [] };
-  const binding = stamped(opts.binding === 'stock' ? autoDetect() : serialBinding, portStamps);
+  const binding = (onRead: (at: number) => void) =>
+    stamped(opts.binding === 'stock' ? autoDetect() : serialBinding(onRead), portStamps);
   const master = new mods.ModbusMaster({
     config,
     connect: (s) => {

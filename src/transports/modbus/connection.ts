@@ -44,6 +44,11 @@ export interface ModbusConnection {
   ): Promise<void>;
   /** Called once when an open connection closes (cable, USB adapter, peer). */
   onClose(listener: () => void): void;
+  /**
+   * When (performance.now()) the port last read bytes, if it knows: the last byte of an answer
+   * was on the wire no later than the read that brought it in. Serial ports on Linux only.
+   */
+  lastReadAt?(): number | undefined;
 }
 
 /** The key that groups slaves on one connection: one port, or one `host:port` (reference §3). */
@@ -63,14 +68,20 @@ export class ModbusSerialConnection implements ModbusConnection {
   #client: ModbusRTU | undefined;
   #closeListener: (() => void) | undefined;
 
+  #lastReadAt: number | undefined;
+
   /**
-   * @param binding serialport's port layer for a serial slave (default: the event-loop binding
-   *   of serial-binding.ts; the bench passes others to compare).
+   * @param binding serialport's port layer for a serial slave, given the callback for read times
+   *   (default: serial-binding.ts; the bench passes others to compare).
    */
   constructor(
     private readonly slave: ModbusSlave,
-    private readonly binding: BindingInterface = serialBinding,
+    private readonly binding: (onRead: (at: number) => void) => BindingInterface = serialBinding,
   ) {}
+
+  lastReadAt(): number | undefined {
+    return this.#lastReadAt;
+  }
 
   get isOpen(): boolean {
     return this.#client?.isOpen === true;
@@ -90,7 +101,9 @@ export class ModbusSerialConnection implements ModbusConnection {
         dataBits: s.bytesize,
         stopBits: s.stopbits,
         parity: s.parity,
-        binding: this.binding,
+        binding: this.binding((at) => {
+          this.#lastReadAt = at;
+        }),
       };
       await client.connectRTUBuffered(s.serialPort, options);
     } else if (s.type === 'udp') {

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import { modbusConfigSchema } from '../../connectors/modbus-config.js';
 import type { ConnectorReading } from '../../connectors/types.js';
 import type { ModbusConnection } from './connection.js';
 import { Line, type LineClock } from './line.js';
-import { backoffMs, PollSchedule } from './schedule.js';
+import { backoffMs, interFrameMs, PollSchedule } from './schedule.js';
 
 /**
  * Poll timing over an hour of simulated time (issue 17 §5): the clock is the only thing faked;
@@ -181,5 +182,105 @@ describe('poll timing', () => {
       failures.some((m) => m.includes('Port Not Open')),
       failures.slice(0, 3).join('; '),
     );
+  });
+
+  describe('the RTU silent interval (t3.5) between frames on a serial line', () => {
+    // 9,600 baud 8E1: t3.5 is 3.5 characters of 11 bits, 4.01 ms. Real timers: the gap is real
+    // time. Each answer's last byte is read 1 ms after its request and decoded 6 ms later (a
+    // slow decode, longer than t3.5). Only lower bounds on time are asserted, so a loaded
+    // machine cannot fail it.
+    const T35 = interFrameMs(9600, 11);
+    const DECODE_MS = 6;
+
+    async function run(withReadTimes: boolean) {
+      const config = modbusConfigSchema.parse({
+        master: {
+          slaves: [
+            {
+              type: 'serial',
+              method: 'rtu',
+              port: '/dev/ttyFAKE0',
+              baudrate: 9600,
+              parity: 'E',
+              unitId: 1,
+              deviceName: 'd1',
+              pollPeriod: 60_000,
+              timeseries: Array.from({ length: 12 }, (_, i) => ({
+                tag: `r${i}`,
+                type: '16uint',
+                functionCode: 3,
+                address: i,
+              })),
+            },
+          ],
+        },
+      });
+      const frames: Array<{ sent: number; read: number; decoded: number }> = [];
+      let lastRead: number | undefined;
+      const connection: ModbusConnection = {
+        isOpen: true,
+        open: () => Promise.resolve(),
+        close: () => Promise.resolve(),
+        onClose: () => {},
+        readBits: () => Promise.reject(new Error('not used')),
+        readRegisters: (_fc, _u, _a, count) => {
+          const sent = performance.now();
+          return new Promise((resolve) =>
+            setTimeout(() => {
+              const decoded = performance.now();
+              // The answer was read DECODE_MS before it is decoded (never before it was asked).
+              const read = Math.max(sent, decoded - DECODE_MS);
+              lastRead = read;
+              frames.push({ sent, read, decoded });
+              resolve(new Array<number>(count).fill(1));
+            }, 1 + DECODE_MS),
+          );
+        },
+        writeCoils: () => Promise.reject(new Error('not used')),
+        writeRegisters: () => Promise.reject(new Error('not used')),
+        ...(withReadTimes ? { lastReadAt: () => lastRead } : {}),
+      };
+      let polled = false;
+      const line = new Line({
+        key: '/dev/ttyFAKE0',
+        slaves: config.slaves,
+        connection,
+        sink: {
+          reading: () => {
+            polled = true;
+          },
+          failure: (d, kind, message) => assert.fail(`${d.name}: ${kind} ${message}`),
+        },
+        log: pino({ level: 'silent' }),
+      });
+      line.start();
+      while (!polled) await new Promise((r) => setTimeout(r, 5));
+      await line.stop();
+      assert.equal(frames.length, 12);
+      return frames;
+    }
+
+    it('starts a request no sooner than t3.5 after the last byte of the answer before it', async () => {
+      for (const withReadTimes of [true, false]) {
+        const frames = await run(withReadTimes);
+        for (let i = 1; i < frames.length; i++) {
+          // From the read when the port reports one, else from the decoded answer.
+          const end = withReadTimes ? frames[i - 1].read : frames[i - 1].decoded;
+          assert.ok(
+            frames[i].sent >= end + T35,
+            `frame ${i} (${withReadTimes ? 'read times' : 'no read times'}): sent ` +
+              `${(frames[i].sent - end).toFixed(3)} ms after the answer before it`,
+          );
+        }
+      }
+    });
+
+    it("counts t3.5 from the answer's read, not from the end of its decoding", async () => {
+      const frames = await run(true);
+      // The decode (6 ms) outlasts t3.5: the next request goes as soon as the answer is decoded.
+      // Counting from the decode instead would put every request t3.5 after it.
+      const early = frames.slice(1).filter((f, i) => f.sent < frames[i].decoded + T35).length;
+      assert.ok(early >= (frames.length - 1) / 2, `${early} of ${frames.length - 1} early`);
+    });
   });
 });

@@ -422,17 +422,24 @@ export class Line {
     for (let attempt = 0; ; attempt++) {
       if (!this.#open) throw new RequestError('connection', `${this.#deps.key}: not open`);
       await this.#gap(Math.max(this.#serialGapMs, slave.delayBetweenRequestsMs));
+      const sentAt = performance.now();
       try {
-        return await send(this.#deps.connection);
+        const answer = await send(this.#deps.connection);
+        // The silence after an answer runs from its last byte, which was on the wire no later
+        // than the read that brought it in; decoding it is not bus time. Without that read's
+        // time (TCP, another platform), from now.
+        const read = this.#deps.connection.lastReadAt?.();
+        this.#lastFrameEnd = read !== undefined && read >= sentAt ? read : performance.now();
+        return answer;
       } catch (err) {
+        // A failed request (a timeout, a broken answer): the silence runs from now.
+        this.#lastFrameEnd = performance.now();
         const e = classify(err);
         if (e.kind === 'connection') this.#open = false;
         if ((e.kind === 'timeout' || e.kind === 'crc') && attempt < retries && !this.#stopped) {
           continue;
         }
         throw e;
-      } finally {
-        this.#lastFrameEnd = performance.now();
       }
     }
   }

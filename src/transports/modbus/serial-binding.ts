@@ -1,4 +1,5 @@
 import { readSync, writeSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import {
   autoDetect,
   type BindingInterface,
@@ -22,12 +23,19 @@ import {
  * read in the poll callback that says it is there. A read or write that would block waits for
  * the same poller, so nothing ever blocks the loop.
  *
+ * Each read that returns bytes is reported to `onRead` with its time (performance.now()): the
+ * bytes were on the wire no later than that, so the Modbus line can count the t3.5 silence after
+ * an answer from there (line.ts) instead of from the end of its decoding.
+ *
  * Opening, closing, settings, flush and drain are the stock binding's (delegated).
  */
 class EventLoopPort implements BindingPortInterface {
   #writing: Promise<void> | undefined;
 
-  constructor(private readonly inner: LinuxPortBinding) {}
+  constructor(
+    private readonly inner: LinuxPortBinding,
+    private readonly onRead: ((at: number) => void) | undefined,
+  ) {}
 
   get openOptions() {
     return this.inner.openOptions;
@@ -51,7 +59,10 @@ class EventLoopPort implements BindingPortInterface {
         if (!wouldBlock(err)) throw err;
         bytesRead = 0;
       }
-      if (bytesRead > 0) return { buffer, bytesRead };
+      if (bytesRead > 0) {
+        this.onRead?.(performance.now());
+        return { buffer, bytesRead };
+      }
       // Nothing there yet (or end of file after a hang-up): wait on the poller, never spin.
       await this.#when('readable');
     }
@@ -129,14 +140,17 @@ function wouldBlock(err: unknown): boolean {
   return code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EINTR';
 }
 
-/** On Linux, the event-loop binding; elsewhere serialport's own. */
-export const serialBinding: BindingInterface =
-  process.platform === 'linux'
-    ? {
-        list: () => LinuxBinding.list(),
-        async open(options: LinuxOpenOptions) {
-          const inner = await LinuxBinding.open(options);
-          return new EventLoopPort(inner);
-        },
-      }
-    : autoDetect();
+/**
+ * serialport's port layer for a serial Modbus line: on Linux the event-loop binding, reporting
+ * each read to `onRead`; elsewhere serialport's own (no read times).
+ */
+export function serialBinding(onRead?: (at: number) => void): BindingInterface {
+  if (process.platform !== 'linux') return autoDetect();
+  return {
+    list: () => LinuxBinding.list(),
+    async open(options: LinuxOpenOptions) {
+      const inner = await LinuxBinding.open(options);
+      return new EventLoopPort(inner, onRead);
+    },
+  };
+}
