@@ -8,10 +8,16 @@
  *    (one request) per register, the worst case, and side by side in the same run the same
  *    registers as 64-bit entries (one request per 4 registers). Prints the gateway's CPU in
  *    % of one core (target ≤ 15 %) and the values stored per second.
- * 2. A serial bus at 115,200 baud on a socat pair: a slave (child process) answers 10-register
- *    reads after the time the request and the answer would take on the wire (ptys carry bytes
- *    at once), the poll loop runs back to back with the RTU inter-frame delay. Prints requests/s
- *    against the bus's theoretical rate (target ≥ 90 %).
+ * 2. A serial bus at 115,200 baud (8N1, or 8E1 with `--bits 11`): the master's poll loop (this
+ *    tree's, and `--baseline <checkout>`'s side by side) polls 10-register reads back to back
+ *    against a simulated slave that answers after the wire time of the request, the t3.5
+ *    silence and the answer (ptys carry bytes at once). Two fixtures (`--fixtures socat,pty`):
+ *    - socat: two ptys joined by socat, the slave in Node behind serialport (the fixture of the
+ *      earlier measurements; its own hops are charged to the master);
+ *    - pty: scripts/bench/rtu-slave.py holds the pty master itself (one pty, no thread pool).
+ *    `--bindings event-loop,stock` runs this tree's master on serial-binding.ts and on
+ *    serialport's stock binding. Prints requests/s against the bus's theoretical rate (target
+ *    ≥ 90 %) and where each request's time goes, from both processes' CLOCK_MONOTONIC stamps.
  */
 
 import { type ChildProcess, fork, spawn } from 'node:child_process';
