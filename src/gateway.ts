@@ -1377,6 +1377,7 @@ function apiRoutes(
         alarms: s.alarms,
         devices: s.devices,
         groups: s.groups,
+        users: s.users,
         requireUser: user,
         shared,
       }),

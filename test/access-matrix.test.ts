@@ -195,13 +195,15 @@ export const ROWS: readonly Row[] = [
   { method: 'POST', path: '/api/alarm/{id}/ack', on: 'alarm', fresh: true, expect: WRITE },
   { method: 'POST', path: '/api/alarm/{id}/clear', on: 'alarm', fresh: true, expect: WRITE },
   { method: 'DELETE', path: '/api/alarm/{id}', on: 'alarm', fresh: true, expect: WRITE },
+  // The assignee must see the device (400 otherwise) and be readable by the caller (404).
   {
     method: 'POST',
     path: '/api/alarm/{id}/assign/{userA}',
     on: 'alarm',
     fresh: true,
-    expect: WRITE,
+    expect: { ...WRITE, tenantAdmin: [400, 200, 400, 400], userB: [404, 404, 403, 404] },
   },
+  { method: 'GET', path: `/api/users/assign/{id}?${PAGE}`, on: 'alarm', expect: WRITE },
   // Nobody is assigned: whoever may act gets 400 "already unassigned".
   {
     method: 'DELETE',

@@ -2,8 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { launchBrowser, newPage, screenshot, signIn } from './helpers/browser.js';
-import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
-import { startSmtp } from './helpers/notify.js';
+import {
+  ADMIN_EMAIL,
+  createDevice,
+  startGateway,
+  type TestGateway,
+  waitFor,
+} from './helpers/gateway.js';
+import { raiseAlarm, startSmtp } from './helpers/notify.js';
 import { activateUser, createCustomer, createUser } from './helpers/users.js';
 
 // The settings and setup pages beyond the basics (issue 15 item 4): retention settings, alarm
@@ -136,4 +142,80 @@ test('password reset from the sign-in page: a mail through the SMTP settings, th
     body: { resetToken: new URL(link).searchParams.get('resetToken'), password: 'third-pass-3' },
   });
   assert.equal(again.status, 400);
+});
+
+test('alarm assignment: the admin and a customer user pick an assignee who can see the device', async () => {
+  const admin = await t.adminToken();
+  const plant = await createCustomer(t, 'Plant North');
+  const other = await createCustomer(t, 'Plant South');
+  const anna = await createUser(t, 'anna@north.local', plant, { firstName: 'Anna' });
+  const ben = await createUser(t, 'ben@north.local', plant);
+  const carl = await createUser(t, 'carl@south.local', other);
+  await activateUser(t, anna, 'anna-password-1');
+  await activateUser(t, ben, 'ben-password-1');
+  await activateUser(t, carl, 'carl-password-1');
+  const dev = await createDevice(t, 'north-pump');
+  const owned = await t.api(`/api/customer/${plant}/device/${dev.id}`, {
+    method: 'POST',
+    token: admin,
+  });
+  assert.equal(owned.status, 200);
+  const alarmId = await raiseAlarm(t, dev.id, 'Pump Overheat');
+  const assignee = async () =>
+    (await adminGet<{ assignee: { email: string } | null }>(`/api/alarm/info/${alarmId}`)).assignee
+      ?.email;
+
+  // The tenant administrator: itself and the customer's users, not another customer's.
+  await page.goto(`${t.baseUrl}/alarms`);
+  const row = page.getByRole('row').filter({ hasText: 'Pump Overheat' });
+  await row.getByRole('button', { name: 'Assign', exact: true }).click();
+  const dialog = page.getByRole('form', { name: 'Assign alarm' });
+  const picker = dialog.getByLabel('Assignee');
+  await picker
+    .locator('option', { hasText: 'anna@north.local (Anna)' })
+    .waitFor({ state: 'attached' });
+  const options = await picker.locator('option').allTextContents();
+  assert.deepEqual(options.sort(), [
+    `${ADMIN_EMAIL} (me)`,
+    'anna@north.local (Anna)',
+    'ben@north.local',
+  ]);
+  await picker.selectOption({ label: 'anna@north.local (Anna)' });
+  await screenshot(page, 'alarm-assign');
+  await dialog.getByRole('button', { name: 'Assign', exact: true }).click();
+  await row.getByRole('cell', { name: 'anna@north.local' }).waitFor();
+  assert.equal(await assignee(), 'anna@north.local');
+
+  // Someone who cannot see the device is refused by the core too.
+  const refused = await t.api(`/api/alarm/${alarmId}/assign/${carl}`, {
+    method: 'POST',
+    token: admin,
+  });
+  assert.equal(refused.status, 400);
+  assert.match(((await refused.json()) as { message: string }).message, /carl@south.local/);
+
+  // A customer user assigns within its customer: no tenant administrator in its list.
+  const p = await newPage(browser);
+  await signIn(p, t, 'ben@north.local', 'ben-password-1');
+  await p.goto(`${t.baseUrl}/alarms`);
+  const benRow = p.getByRole('row').filter({ hasText: 'Pump Overheat' });
+  await benRow.getByRole('button', { name: 'Assign', exact: true }).click();
+  const benDialog = p.getByRole('form', { name: 'Assign alarm' });
+  const benPicker = benDialog.getByLabel('Assignee');
+  await benPicker.locator('option', { hasText: '(me)' }).waitFor({ state: 'attached' });
+  assert.deepEqual((await benPicker.locator('option').allTextContents()).sort(), [
+    'anna@north.local (Anna)',
+    'ben@north.local (me)',
+  ]);
+  await benDialog.getByText('Assigned to: anna@north.local').waitFor();
+  await benPicker.selectOption({ label: 'ben@north.local (me)' });
+  await benDialog.getByRole('button', { name: 'Assign', exact: true }).click();
+  await benRow.getByRole('cell', { name: 'ben@north.local' }).waitFor();
+  assert.equal(await assignee(), 'ben@north.local');
+
+  // Unassign from the same dialog.
+  await benRow.getByRole('button', { name: 'Assign', exact: true }).click();
+  await benDialog.getByRole('button', { name: 'Unassign' }).click();
+  await waitFor(async () => (await assignee()) === undefined, 30_000, 'the alarm unassigned');
+  await p.close();
 });

@@ -116,6 +116,22 @@ export function deviceAccess(
   return shared(principal, device);
 }
 
+/**
+ * Alarm assignment (ThingsBoard's `POST /api/alarm/{id}/assign/{userId}`): the assignee is an
+ * enabled user the caller can read (a customer user: users of its own customer) who can see the
+ * alarm's originator device.
+ */
+export function canAssignAlarmTo(
+  caller: Principal,
+  assignee: Principal & { readonly enabled: boolean },
+  device: DeviceRef,
+  shared: SharedDeviceAccess = NOTHING_SHARED,
+): boolean {
+  if (!assignee.enabled) return false;
+  if (!canReadUser(caller, { id: assignee.userId, customerId: assignee.customerId })) return false;
+  return deviceAccess(assignee, device, shared) !== 'none';
+}
+
 function deviceNotFound(id: string): NotFoundError {
   return new NotFoundError(`Device with id [${id}] is not found`);
 }

@@ -303,6 +303,26 @@ export class UserService {
     return this.#page(q, { customerId });
   }
 
+  /**
+   * The users `keep` accepts, searched and sorted as `list`, paged after the filter. It reads the
+   * whole user table in steps: one gateway's staff, a few hundred users at most.
+   */
+  pageWhere(q: PageQuery<UserSort>, keep: (row: UserRow) => boolean): PageData<User> {
+    const step = 500;
+    const kept: UserRow[] = [];
+    for (let page = 0; ; page++) {
+      const { rows } = this.#store.page({ ...q, pageSize: step, page }, {});
+      kept.push(...rows.filter(keep));
+      if (rows.length < step) break;
+    }
+    const from = q.page * q.pageSize;
+    return pageData(
+      kept.slice(from, from + q.pageSize).map((r) => this.toUser(r)),
+      kept.length,
+      q,
+    );
+  }
+
   /** Enables or disables login (ThingsBoard's `userCredentialsEnabled`). */
   setCredentialsEnabled(id: string, enabled: boolean, principal: Principal): void {
     assertTenantAdmin(principal);

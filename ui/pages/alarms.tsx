@@ -40,6 +40,7 @@ export function AlarmTable(props: { source: string; filters?: boolean }) {
   const [severity, setSeverity] = useState<string[]>([]);
   const [search, setSearch] = useState('');
   const [commenting, setCommenting] = useState<Alarm | null>(null);
+  const [assigning, setAssigning] = useState<Alarm | null>(null);
   const act = useAction();
   const v2 = props.source.includes('/v2/')
     ? props.source
@@ -63,14 +64,8 @@ export function AlarmTable(props: { source: string; filters?: boolean }) {
     const t = setInterval(list.reload, REFRESH_MS);
     return () => clearInterval(t);
   }, [list.reload]);
-  const action = (a: Alarm, what: 'ack' | 'clear' | 'assign') =>
-    void act
-      .run(() =>
-        api(`/api/alarm/${a.id.id}/${what === 'assign' ? `assign/${user.id.id}` : what}`, {
-          method: 'POST',
-        }),
-      )
-      .then(list.reload);
+  const action = (a: Alarm, what: 'ack' | 'clear') =>
+    void act.run(() => api(`/api/alarm/${a.id.id}/${what}`, { method: 'POST' })).then(list.reload);
   const toggle = (arr: string[], set: (v: string[]) => void, v: string, on: boolean) => {
     set(on ? [...arr, v] : arr.filter((x) => x !== v));
     setPage(0);
@@ -153,8 +148,8 @@ export function AlarmTable(props: { source: string; filters?: boolean }) {
                     Clear
                   </button>
                 )}
-                <button type="button" onClick={() => action(a, 'assign')}>
-                  Assign to me
+                <button type="button" onClick={() => setAssigning(a)}>
+                  Assign
                 </button>
                 <button type="button" onClick={() => setCommenting(a)}>
                   Comments
@@ -165,7 +160,99 @@ export function AlarmTable(props: { source: string; filters?: boolean }) {
         ]}
       />
       {commenting && <Comments alarm={commenting} onClose={() => setCommenting(null)} />}
+      {assigning && (
+        <AssignDialog
+          alarm={assigning}
+          me={user.id.id}
+          onClose={() => setAssigning(null)}
+          onDone={() => {
+            setAssigning(null);
+            list.reload();
+          }}
+        />
+      )}
     </div>
+  );
+}
+
+interface UserEmailInfo {
+  id: Id;
+  email: string;
+  firstName: string | null;
+  lastName: string | null;
+}
+
+/**
+ * The assignee picker: the users who can see the alarm's device and whom the caller may read
+ * (`GET /api/users/assign/{alarmId}`; a customer user sees its own customer's users).
+ */
+function AssignDialog(props: {
+  alarm: Alarm;
+  me: string;
+  onClose: () => void;
+  onDone: () => void;
+}) {
+  const [search, setSearch] = useState('');
+  const path = `/api/alarm/${props.alarm.id.id}/assign`;
+  const users = useLoad(
+    () =>
+      api<PageData<UserEmailInfo>>(
+        `/api/users/assign/${props.alarm.id.id}${qs({
+          pageSize: 50,
+          page: 0,
+          textSearch: search || undefined,
+          sortProperty: 'email',
+          sortOrder: 'ASC',
+        })}`,
+      ),
+    [props.alarm.id.id, search],
+  );
+  const act = useAction();
+  const name = (u: UserEmailInfo) => {
+    const full = [u.firstName, u.lastName].filter(Boolean).join(' ');
+    return `${u.email}${full ? ` (${full})` : ''}${u.id.id === props.me ? ' (me)' : ''}`;
+  };
+  const submit = (e: Event) => {
+    e.preventDefault();
+    const userId = String(new FormData(e.currentTarget as HTMLFormElement).get('assignee') ?? '');
+    if (!userId) return;
+    void act
+      .run(() => api(`${path}/${userId}`, { method: 'POST' }))
+      .then((ok) => ok && props.onDone());
+  };
+  return (
+    <Dialog title={`Assign alarm: ${props.alarm.type}`} onClose={props.onClose}>
+      <form class="stack" aria-label="Assign alarm" onSubmit={submit}>
+        <p>Assigned to: {props.alarm.assignee?.email ?? 'nobody'}</p>
+        <SearchBox value={search} onSearch={setSearch} />
+        <label>
+          Assignee
+          <select name="assignee" required>
+            {users.data?.data.map((u) => (
+              <option key={u.id.id} value={u.id.id}>
+                {name(u)}
+              </option>
+            ))}
+          </select>
+        </label>
+        {users.data && users.data.totalElements > users.data.data.length && (
+          <p class="muted">{users.data.totalElements} users: search to narrow the list.</p>
+        )}
+        <ErrorText error={act.error || users.error} />
+        {props.alarm.assignee && (
+          <button
+            type="button"
+            disabled={act.busy}
+            onClick={() =>
+              void act.run(() => api(path, { method: 'DELETE' })).then((ok) => ok && props.onDone())
+            }
+          >
+            Unassign
+          </button>
+        )}
+        <FormButtons onCancel={props.onClose} busy={act.busy} label="Assign" />
+      </form>
+    </Dialog>
   );
 }
 

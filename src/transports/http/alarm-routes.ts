@@ -9,9 +9,11 @@ import {
   type AlarmStatus,
   statusListFilter,
 } from '../../alarms/types.js';
-import type { Principal } from '../../auth/auth-service.js';
+import { type Principal, principalOf } from '../../auth/auth-service.js';
 import {
   type Access,
+  canAssignAlarmTo,
+  canReadUser,
   deviceAccess,
   isTenantAdmin,
   type SharedDeviceAccess,
@@ -20,6 +22,8 @@ import { parsePageQuery, requireUuid } from '../../common/entity.js';
 import type { DeviceService } from '../../devices/device-service.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../errors.js';
 import type { GroupService } from '../../groups/group-service.js';
+import type { UserService } from '../../users/user-service.js';
+import { USER_SORT, type UserRow } from '../../users/user-store.js';
 import { type HttpEnv, queryRecord, readJson } from './context.js';
 import type { RequireUser } from './middleware.js';
 
@@ -113,10 +117,11 @@ export function alarmRoutes(deps: {
   alarms: AlarmService;
   devices: Pick<DeviceService, 'owner'>;
   groups: Pick<GroupService, 'sharedDeviceIds'>;
+  users: Pick<UserService, 'row' | 'pageWhere'>;
   requireUser: RequireUser;
   shared?: SharedDeviceAccess;
 }) {
-  const { alarms, devices, shared } = deps;
+  const { alarms, devices, shared, users } = deps;
   const app = new Hono<HttpEnv>();
   const user = deps.requireUser;
 
@@ -208,10 +213,41 @@ export function alarmRoutes(deps: {
     return c.json(alarms.clear(alarmId(c.req.param('alarmId'), p, 'write'), actorOf(p)));
   });
 
+  /** Whether `row` may be given the alarm `id` by `p` (authorization.canAssignAlarmTo). */
+  const assignable = (p: Principal, id: string) => {
+    const device = devices.owner(alarms.originatorOf(id));
+    return (row: UserRow) =>
+      canAssignAlarmTo(p, { ...principalOf(row), enabled: row.enabled === 1 }, device, shared);
+  };
+
+  // ThingsBoard's assignee picker: the users the alarm can be assigned to, as UserEmailInfo.
+  app.get('/users/assign/:alarmId', user, (c) => {
+    const p = c.var.principal;
+    const id = alarmId(c.req.param('alarmId'), p, 'write');
+    const page = users.pageWhere(parsePageQuery(queryRecord(c), USER_SORT), assignable(p, id));
+    return c.json({
+      ...page,
+      data: page.data.map((u) => ({
+        id: u.id,
+        email: u.email,
+        firstName: u.firstName,
+        lastName: u.lastName,
+      })),
+    });
+  });
+
   app.post('/alarm/:alarmId/assign/:userId', user, (c) => {
     const p = c.var.principal;
     const id = alarmId(c.req.param('alarmId'), p, 'write');
-    return c.json(alarms.assign(id, requireUuid(c.req.param('userId'), 'userId'), actorOf(p)));
+    const assigneeId = requireUuid(c.req.param('userId'), 'userId');
+    const row = users.row(assigneeId);
+    if (!row || !canReadUser(p, { id: row.id, customerId: row.customer_id }))
+      throw new NotFoundError(`User with id [${assigneeId}] is not found`);
+    if (!assignable(p, id)(row))
+      throw new ValidationError(
+        `User ${row.email} cannot be assigned: disabled, or cannot see the alarm's originator`,
+      );
+    return c.json(alarms.assign(id, assigneeId, actorOf(p)));
   });
 
   app.delete('/alarm/:alarmId/assign', user, (c) => {
