@@ -14,26 +14,7 @@ import { SMTPServer } from 'smtp-server';
 import type { GatewayMsg } from '../src/messages/types.js';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect, nextMessage } from './helpers/mqtt.js';
-
-const P = 'org.thingsboard.rule.engine.';
-type NodeDef = [type: string, name: string, configuration: Record<string, unknown>];
-type Link = [from: number, to: number, label: string];
-
-function chainFile(name: string, nodes: NodeDef[], connections: Link[]) {
-  return {
-    ruleChain: { name, type: 'CORE', root: false, debugMode: false, configuration: null },
-    metadata: {
-      firstNodeIndex: 0,
-      nodes: nodes.map(([type, nodeName, configuration]) => ({
-        type: `${P}${type}`,
-        name: nodeName,
-        configuration,
-      })),
-      connections: connections.map(([fromIndex, toIndex, type]) => ({ fromIndex, toIndex, type })),
-      ruleChainConnections: null,
-    },
-  };
-}
+import { chainFile } from './helpers/rule-chain.js';
 
 function listen(server: Server): Promise<number> {
   return new Promise((resolve) => {

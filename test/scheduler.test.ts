@@ -2,7 +2,9 @@
  * Scheduled jobs (issue 14 §11): a scheduler event on a cron expression sets a shared attribute
  * that a subscribed MQTT device receives; a bad expression is a 400; a deleted event stops;
  * ThingsBoard PE's repeat types (DAILY, WEEKLY, MONTHLY, YEARLY, TIMER, endsOn) against a
- * controlled clock; the scheduler host's job list and its bound in /metrics.
+ * controlled clock; the scheduler host's job list and its bound in /metrics; the other actions
+ * (server attributes on every device of a group, an RPC to a subscribed device, a message to the
+ * root rule chain that a REST API call node reports to the test's server).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -10,6 +12,8 @@ import { everyExpression, MAX_JOBS } from '../src/scheduler/scheduler.js';
 import { cronOf, isDue } from '../src/scheduler/scheduler-event-service.js';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect, nextMessage } from './helpers/mqtt.js';
+import { adminPost, startRecorder } from './helpers/notify.js';
+import { chainFile } from './helpers/rule-chain.js';
 
 describe('scheduler events', () => {
   let t: TestGateway;
@@ -238,5 +242,117 @@ describe('scheduler events', () => {
     assert.equal(everyExpression(300), '0 */5 * * * *');
     assert.equal(everyExpression(6 * 3600), '0 0 */6 * * *');
     assert.equal(everyExpression(86_400), '0 0 0 * * *');
+  });
+
+  it('runs the other actions: server attributes on every device of a group, an RPC, a message to the root chain', async () => {
+    const [a, b, outside] = await Promise.all(
+      ['group-a', 'group-b', 'not-in-group'].map((n) => createDevice(t, n)),
+    );
+    const group = await t.api('/api/entityGroup', {
+      token: admin,
+      body: { name: 'Scheduled line', type: 'DEVICE' },
+    });
+    assert.equal(group.status, 200, await group.clone().text());
+    const groupId = ((await group.json()) as { id: { id: string } }).id.id;
+    const added = await t.api(`/api/entityGroup/${groupId}/addEntities`, {
+      token: admin,
+      body: [a.id, b.id],
+    });
+    assert.equal(added.status, 200);
+
+    const recorder = await startRecorder();
+    const chain = await adminPost(
+      t,
+      '/api/ruleChain/import',
+      chainFile(
+        'Scheduled ticks',
+        [
+          ['filter.TbMsgTypeFilterNode', 'Tick?', { messageTypes: ['SHIFT_TICK'] }],
+          [
+            'rest.TbRestApiCallNode',
+            'Report',
+            {
+              restEndpointUrlPattern: `${recorder.url}/tick/\${line}/\${schedulerEventId}`,
+              requestMethod: 'POST',
+            },
+          ],
+        ],
+        [[0, 1, 'True']],
+      ),
+    );
+    const roots = (await (
+      await t.api('/api/ruleChains?pageSize=100&page=0', { token: admin })
+    ).json()) as { data: Array<{ id: { id: string }; root: boolean }> };
+    const defaultRoot = roots.data.find((c) => c.root)?.id.id;
+    const setRoot = (id: string | undefined) =>
+      t.api(`/api/ruleChain/${id}/root`, { method: 'POST', token: admin });
+    assert.equal((await setRoot(chain.id.id)).status, 200);
+
+    const client = await mqttConnect(t.gw.ports.mqtt, { username: outside.token });
+    const ids: string[] = [];
+    const schedule = async (
+      originatorId: unknown,
+      msgType: string,
+      msgBody: unknown,
+      metadata: Record<string, string> = {},
+    ) => {
+      const e = await adminPost(t, '/api/schedulerEvent', {
+        name: msgType,
+        type: 'CUSTOM',
+        schedule: { timezone: 'UTC', cron: '* * * * * *' },
+        configuration: { originatorId, msgType, msgBody, metadata },
+      });
+      ids.push(e.id.id);
+      return e.id.id;
+    };
+    try {
+      await client.subscribeAsync('v1/devices/me/rpc/request/+', { qos: 1 });
+      const rpc = nextMessage(client, /^v1\/devices\/me\/rpc\/request\/\d+$/, 15_000);
+      await schedule({ entityType: 'ENTITY_GROUP', id: groupId }, 'POST_ATTRIBUTES_REQUEST', {
+        mode: 'night',
+      });
+      await schedule({ entityType: 'DEVICE', id: outside.id }, 'RPC_CALL_FROM_SERVER_TO_DEVICE', {
+        method: 'reboot',
+        params: { delay: 5 },
+      });
+      const tickId = await schedule(
+        { entityType: 'DEVICE', id: a.id },
+        'SHIFT_TICK',
+        { shift: 2 },
+        { line: 'L2' },
+      );
+
+      assert.deepEqual(JSON.parse((await rpc).payload.toString()), {
+        method: 'reboot',
+        params: { delay: 5 },
+      });
+      const serverMode = async (id: string) => {
+        const res = await t.api(
+          `/api/plugins/telemetry/DEVICE/${id}/values/attributes/SERVER_SCOPE?keys=mode`,
+          { token: admin },
+        );
+        return ((await res.json()) as Array<{ key: string; value: unknown }>)[0]?.value;
+      };
+      await waitFor(
+        async () => (await serverMode(a.id)) === 'night' && (await serverMode(b.id)) === 'night',
+        15_000,
+        'the group schedule on both devices',
+      );
+      assert.equal(await serverMode(outside.id), undefined, 'a device outside the group');
+      const tick = await waitFor(
+        () => recorder.requests.find((r) => r.url.startsWith('/tick/')),
+        15_000,
+        'the scheduled message through the root chain',
+      );
+      // The event's metadata and its id are the message's metadata.
+      assert.equal(tick.url, `/tick/L2/${tickId}`);
+      assert.deepEqual(JSON.parse(tick.body), { shift: 2 });
+    } finally {
+      await client.endAsync();
+      for (const id of ids)
+        await t.api(`/api/schedulerEvent/${id}`, { method: 'DELETE', token: admin });
+      await setRoot(defaultRoot);
+      await recorder.close();
+    }
   });
 });
