@@ -79,6 +79,8 @@ export interface Config {
   readonly activity: { readonly inactivityTimeoutSec: number; readonly checkIntervalSec: number };
   /** `GET /metrics` on a listener of its own at this port; 0 serves it on the HTTP port. */
   readonly metrics: { readonly port: number };
+  /** Heap growth (MiB) after which a quiet gateway gives a burst's memory back; 0 never (src/metrics/memory-trim.ts). */
+  readonly memory: { readonly trimAfterMb: number };
   readonly messages: { readonly queueSize: number };
   readonly rules: {
     readonly queueSize: number;
@@ -681,6 +683,16 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: 65535,
     default: 0,
     help: 'Serve GET /metrics on a listener of its own at this port, off the device-facing one (0 = on the HTTP port)',
+  },
+  {
+    path: 'memory.trimAfterMb',
+    flag: '--memory-trim-after-mb',
+    env: 'EDGE_MEMORY_TRIM_AFTER_MB',
+    type: 'int',
+    min: 0,
+    max: 65536,
+    default: 32,
+    help: 'Once the V8 heap has grown this many MiB since its last trim and the event loop is quiet, collect it fully and hand the freed pages back to the system (a pause of a few hundred ms; 0 = never)',
   },
   {
     path: 'messages.queueSize',

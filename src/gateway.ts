@@ -40,6 +40,7 @@ import { GroupService } from './groups/group-service.js';
 import { createLoggers, type Loggers } from './logger.js';
 import { DeviceMessageService } from './messages/device-message-service.js';
 import type { MessageProcessor } from './messages/types.js';
+import { MemoryTrim } from './metrics/memory-trim.js';
 import { Metrics } from './metrics/metrics.js';
 import { createNotifications, type Notifications } from './notifications/notifications.js';
 import { OtaService } from './ota/ota-service.js';
@@ -172,6 +173,7 @@ export class Gateway implements AsyncDisposable {
   #checkpointer: Checkpointer | undefined;
   #dbHealth: DbHealth | undefined;
   #metricsHttp: HttpServer | undefined;
+  #memoryTrim: MemoryTrim | undefined;
   #https: HttpServer | undefined;
   #tls: TlsPair | undefined;
   #services: Services | undefined;
@@ -451,6 +453,11 @@ export class Gateway implements AsyncDisposable {
       await this.stop();
       throw err;
     }
+    this.#memoryTrim = new MemoryTrim({
+      log: this.loggers.gateway,
+      options: { growthBytes: config.memory.trimAfterMb * 1024 * 1024 },
+    });
+    this.#memoryTrim.start();
     this.#registerGauges();
     this.#state = 'ready';
     this.#systemd.ready(() => this.health().ready);
@@ -511,6 +518,19 @@ export class Gateway implements AsyncDisposable {
         [{ file: 'db' }, size(dbFile)],
         [{ file: 'wal' }, size(`${dbFile}-wal`)],
       ],
+    });
+    const trim = this.#memoryTrim;
+    m.gauge({
+      name: 'edge_memory_trims_total',
+      help: 'Full collections run to give the heap of a burst back once the gateway was quiet',
+      type: 'counter',
+      collect: () => trim?.stats.trims ?? 0,
+    });
+    m.gauge({
+      name: 'edge_memory_trimmed_bytes_total',
+      help: 'Heap bytes those collections handed back',
+      type: 'counter',
+      collect: () => trim?.stats.freedBytes ?? 0,
     });
     m.gauge({
       name: 'edge_writer_queue_points',
@@ -735,6 +755,7 @@ export class Gateway implements AsyncDisposable {
     await step('http', () => this.#http?.stop());
     await step('https', () => this.#https?.stop());
     await step('metrics', () => {
+      this.#memoryTrim?.stop();
       this.metrics.stop();
       return this.#metricsHttp?.stop();
     });

@@ -165,6 +165,29 @@ describe('metrics', () => {
     }
   });
 
+  it("gives a burst's heap back once the gateway is quiet, and counts it", async () => {
+    // The gateway shares this test process's heap: a burst here is a burst of the gateway's.
+    const t = await startGateway({ config: { memory: { trimAfterMb: 16 } } });
+    try {
+      const admin = await t.adminToken();
+      const counted = async () => {
+        // Slow polls: the trim waits for a quiet event loop (under 5 % busy between its checks).
+        await new Promise((r) => setTimeout(r, 1000));
+        const text = await scrape(t, admin);
+        return (sample(text, 'edge_memory_trims_total') ?? 0) >= 1 ? text : undefined;
+      };
+      assert.equal(sample(await scrape(t, admin), 'edge_memory_trims_total'), 0);
+      let burst: Array<{ i: number; s: string }> | undefined = [];
+      for (let i = 0; i < 1_500_000; i++) burst.push({ i, s: `item ${i}` });
+      assert.equal(burst.length, 1_500_000);
+      burst = undefined;
+      const text = await waitFor(counted, 90_000, 'a trim');
+      assert.ok((sample(text, 'edge_memory_trimmed_bytes_total') ?? 0) > 16 * 1024 * 1024);
+    } finally {
+      await t.close();
+    }
+  });
+
   it('needs a tenant admin JWT or the scrape token; on its own port when configured', async () => {
     const port = await freePort();
     const t = await startGateway({

@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { getHeapStatistics } from 'node:v8';
+import { pino } from 'pino';
+import { type HeapSize, MemoryTrim } from './memory-trim.js';
+
+const log = pino({ level: 'silent' });
+const MB = 1024 * 1024;
+
+/** A heap, event loop and clock the test sets; `collect` shrinks the heap to `live`. */
+function fake(start: number) {
+  const s = { committed: start, used: start, live: start, busy: 0, now: 0, collects: 0 };
+  const probe = {
+    heap: (): HeapSize => ({ committed: s.committed, used: s.used }),
+    utilization: () => s.busy,
+    collect: () => {
+      s.collects++;
+      s.committed = s.live;
+      s.used = s.live;
+    },
+    now: () => s.now,
+  };
+  return { s, probe };
+}
+
+describe('memory trim', () => {
+  it('trims only after the heap grew by the threshold, while quiet, and not twice within the gap', () => {
+    const { s, probe } = fake(40 * MB);
+    const trim = new MemoryTrim({
+      log,
+      probe,
+      options: {
+        growthBytes: 32 * MB,
+        minGapMs: 30_000,
+        quietUtilization: 0.05,
+        checkMs: 3_600_000,
+      },
+    });
+    trim.start();
+    try {
+      s.committed = 70 * MB; // grown 30 MiB: below the threshold
+      assert.equal(trim.check(), false);
+
+      s.committed = 150 * MB; // a burst: grown 110 MiB
+      s.used = 60 * MB;
+      s.live = 55 * MB;
+      s.busy = 0.4; // still busy: never while loaded
+      assert.equal(trim.check(), false);
+      assert.equal(s.collects, 0);
+
+      s.busy = 0.01;
+      assert.equal(trim.check(), true);
+      assert.equal(s.collects, 1);
+      assert.deepEqual(trim.stats, { trims: 1, freedBytes: 95 * MB });
+
+      // Grown again past the threshold above the new baseline (55 MiB), but within the gap.
+      s.now = 29_000;
+      s.committed = 100 * MB;
+      assert.equal(trim.check(), false);
+      s.now = 31_000;
+      assert.equal(trim.check(), true);
+      assert.equal(s.collects, 2);
+      assert.equal(trim.stats.trims, 2);
+    } finally {
+      trim.stop();
+    }
+  });
+
+  it('takes a heap that shrank by itself as the new baseline', () => {
+    const { s, probe } = fake(100 * MB);
+    const trim = new MemoryTrim({ log, probe, options: { growthBytes: 32 * MB, minGapMs: 0 } });
+    trim.start();
+    try {
+      s.committed = 40 * MB; // V8's own reducer gave memory back
+      assert.equal(trim.check(), false);
+      s.committed = 80 * MB; // 40 MiB above the lower baseline: trims
+      assert.equal(trim.check(), true);
+    } finally {
+      trim.stop();
+    }
+  });
+
+  it('gives the pages of a burst back with the real collector', () => {
+    const trim = new MemoryTrim({
+      log,
+      // quietUtilization above 1: this test's own allocation loop does not count as load.
+      options: { growthBytes: 16 * MB, minGapMs: 0, quietUtilization: 2, checkMs: 3_600_000 },
+    });
+    trim.start();
+    try {
+      let burst: Array<{ i: number; s: string }> | undefined = [];
+      for (let i = 0; i < 1_500_000; i++) burst.push({ i, s: `item ${i}` });
+      assert.equal(burst.length, 1_500_000);
+      burst = undefined;
+      const before = getHeapStatistics().total_heap_size;
+      assert.equal(trim.check(), true, `committed ${before / MB} MiB`);
+      const after = getHeapStatistics().total_heap_size;
+      assert.ok(after < before - 32 * MB, `committed ${before / MB} -> ${after / MB} MiB`);
+      assert.equal(trim.stats.trims, 1);
+      assert.ok(trim.stats.freedBytes >= 32 * MB);
+    } finally {
+      trim.stop();
+    }
+  });
+
+  it('does nothing with a threshold of 0', () => {
+    const { s, probe } = fake(10 * MB);
+    const trim = new MemoryTrim({ log, probe, options: { growthBytes: 0 } });
+    trim.start();
+    s.committed = 1000 * MB;
+    assert.equal(trim.check(), false);
+    trim.stop();
+  });
+});
