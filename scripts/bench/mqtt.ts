@@ -38,6 +38,7 @@ import protobuf from 'protobufjs';
 import { get as sparkplugCodec } from 'sparkplug-payload';
 import {
   adminToken,
+  type BenchGateway,
   buildBundle,
   cpuSeconds,
   createDevices,
@@ -633,7 +634,10 @@ async function main(): Promise<void> {
   const durationS = opts.durationMs / 1000;
   if (!values['no-build']) buildBundle();
   if (values.rules) {
-    await compareRules(publishers, Number(values.rounds ?? 2), opts);
+    await compareRules(publishers, Number(values.rounds ?? 2), opts, {
+      bundle: values.bundle,
+      profDir: values['cpu-prof'],
+    });
     return;
   }
   const payload = values.payload as PayloadKind;
@@ -742,11 +746,15 @@ async function main(): Promise<void> {
  * the default root chain with an extra script filter and script transform (`rootWithScripts`),
  * switched over REST between runs. The PUBACK rate is the ingest; after each run the chain's
  * queue must drain with nothing dropped, so that the rate is one the chain keeps up with.
+ * With `bundle` (e.g. main's build) a second gateway runs that bundle and the rounds alternate
+ * over both gateways, so that a change is compared side by side; `profDir` writes a CPU profile
+ * of this tree's gateway (both of its runs of every round).
  */
 async function compareRules(
   publishers: number,
   rounds: number,
   opts: { procs: number; inflight: number; warmupMs: number; durationMs: number },
+  run: { bundle?: string; profDir?: string } = {},
 ): Promise<void> {
   const durationS = opts.durationMs / 1000;
   console.log(
@@ -754,25 +762,14 @@ async function compareRules(
       `${opts.warmupMs / 1000} s warm-up + ${durationS} s measured per run, ${rounds} rounds side by side`,
   );
   console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
-  const gw = await startGatewayProcess(['--telemetry-max-points', String(1e8)]);
+  const builds: Array<{ name: string; bundle?: string; env: Record<string, string> }> = [];
+  if (run.bundle) builds.push({ name: 'before', bundle: run.bundle, env: {} });
+  builds.push({
+    name: run.bundle ? 'after' : '',
+    env: run.profDir ? await profilerEnv(run.profDir) : {},
+  });
+  const gateways: BenchGateway[] = [];
   try {
-    const token = await adminToken(gw.baseUrl);
-    const api = async (path: string, body?: unknown) => {
-      const res = await fetch(`${gw.baseUrl}${path}`, {
-        method: body === undefined ? 'GET' : 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      if (res.status !== 200) throw new Error(`${path}: ${res.status} ${await res.text()}`);
-      const text = await res.text();
-      return text ? (JSON.parse(text) as unknown) : undefined;
-    };
-    const idOf = (x: unknown) => (x as { id: { id: string } }).id.id;
-    const chains = {
-      'no chain': idOf(await api('/api/ruleChain', { name: 'Empty root' })),
-      'root + 2 scripts': idOf(await api('/api/ruleChain/import', rootWithScripts())),
-    };
-    const tokens = await createDevices(gw.baseUrl, 'bench-rules', publishers);
     type Stats = {
       chains: Array<{
         id: string;
@@ -782,44 +779,90 @@ async function compareRules(
         dropped: number;
       }>;
     };
-    const rates: Record<string, number[]> = { 'no chain': [], 'root + 2 scripts': [] };
+    const setups = [];
+    for (const build of builds) {
+      const gw = await startGatewayProcess(
+        ['--telemetry-max-points', String(1e8)],
+        build.env,
+        build.bundle,
+      );
+      gateways.push(gw);
+      const token = await adminToken(gw.baseUrl);
+      const api = async (path: string, body?: unknown) => {
+        const res = await fetch(`${gw.baseUrl}${path}`, {
+          method: body === undefined ? 'GET' : 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        if (res.status !== 200) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+        const text = await res.text();
+        return text ? (JSON.parse(text) as unknown) : undefined;
+      };
+      const idOf = (x: unknown) => (x as { id: { id: string } }).id.id;
+      const chains = {
+        'no chain': idOf(await api('/api/ruleChain', { name: 'Empty root' })),
+        'root + 2 scripts': idOf(await api('/api/ruleChain/import', rootWithScripts())),
+      };
+      const tokens = await createDevices(gw.baseUrl, 'bench-rules', publishers);
+      setups.push({ build, gw, api, chains, tokens });
+    }
+    const rates = new Map<string, number[]>();
+    const cpus = new Map<string, number[]>();
     for (let round = 0; round < rounds; round++) {
-      for (const [label, id] of Object.entries(chains)) {
-        await api(`/api/ruleChain/${id}/root`, {});
-        const before = ((await api('/api/ruleChains/stats')) as Stats).chains.find(
-          (c) => c.id === id,
-        );
-        const r = await drive(label, gw.pid, gw.proc.ports.mqtt, tokens, opts);
-        const drainStart = performance.now();
-        let after = before;
-        for (;;) {
-          after = ((await api('/api/ruleChains/stats')) as Stats).chains.find((c) => c.id === id);
-          if (!after || (after.queued === 0 && after.inFlight === 0)) break;
-          if (performance.now() - drainStart > 120_000) break;
-          await sleep(50);
+      for (const { build, gw, api, chains, tokens } of setups) {
+        for (const [chain, id] of Object.entries(chains)) {
+          const label = build.name ? `${build.name}: ${chain}` : chain;
+          await api(`/api/ruleChain/${id}/root`, {});
+          const before = ((await api('/api/ruleChains/stats')) as Stats).chains.find(
+            (c) => c.id === id,
+          );
+          const r = await drive(label, gw.pid, gw.proc.ports.mqtt, tokens, opts);
+          const drainStart = performance.now();
+          let after = before;
+          for (;;) {
+            after = ((await api('/api/ruleChains/stats')) as Stats).chains.find((c) => c.id === id);
+            if (!after || (after.queued === 0 && after.inFlight === 0)) break;
+            if (performance.now() - drainStart > 120_000) break;
+            await sleep(50);
+          }
+          report(r, durationS);
+          const processed = (after?.processed ?? 0) - (before?.processed ?? 0);
+          const dropped = (after?.dropped ?? 0) - (before?.dropped ?? 0);
+          console.log(
+            `    chain: ${processed} messages processed, ${dropped} dropped, queue drained ${((performance.now() - drainStart) / 1000).toFixed(1)} s after the last PUBACK`,
+          );
+          if (dropped > 0) process.exitCode = 1;
+          rates.set(label, [...(rates.get(label) ?? []), r.rate]);
+          cpus.set(label, [
+            ...(cpus.get(label) ?? []),
+            (1e6 * r.serverCpuSec) / (r.rate * durationS),
+          ]);
         }
-        report(r, durationS);
-        const processed = (after?.processed ?? 0) - (before?.processed ?? 0);
-        const dropped = (after?.dropped ?? 0) - (before?.dropped ?? 0);
-        console.log(
-          `    chain: ${processed} messages processed, ${dropped} dropped, queue drained ${((performance.now() - drainStart) / 1000).toFixed(1)} s after the last PUBACK`,
-        );
-        if (dropped > 0) process.exitCode = 1;
-        rates[label]?.push(r.rate);
       }
     }
+    if (run.profDir) {
+      process.kill(gateways[gateways.length - 1]?.pid ?? 0, 'SIGUSR2');
+      await sleep(2000);
+      console.log(`  cpu profile: ${join(run.profDir, 'gateway.cpuprofile')}`);
+    }
     const best = (xs: number[] = []) => Math.max(...xs);
-    const none = best(rates['no chain']);
-    const scripted = best(rates['root + 2 scripts']);
-    const lower = 1 - scripted / none;
-    console.log(
-      `  best of ${rounds}: no chain ${Math.round(none).toLocaleString('en-US')} msg/s, root + 2 scripts ${Math.round(scripted).toLocaleString('en-US')} msg/s: ${(100 * lower).toFixed(1)} % lower`,
-    );
-    console.log(
-      `  targets: ≥ 5,000 msg/s with the chain ${scripted >= 5000 ? 'met' : 'MISSED'}; ≤ 25 % lower than no chain ${lower <= 0.25 ? 'met' : 'MISSED'}`,
-    );
+    const least = (xs: number[] = []) => Math.min(...xs);
+    for (const { build } of setups) {
+      const at = (chain: string) => (build.name ? `${build.name}: ${chain}` : chain);
+      const none = best(rates.get(at('no chain')));
+      const scripted = best(rates.get(at('root + 2 scripts')));
+      const lower = 1 - scripted / none;
+      const prefix = build.name ? `${build.name}, ` : '';
+      console.log(
+        `  ${prefix}best of ${rounds}: no chain ${Math.round(none).toLocaleString('en-US')} msg/s, root + 2 scripts ${Math.round(scripted).toLocaleString('en-US')} msg/s: ${(100 * lower).toFixed(1)} % lower; ` +
+          `least server CPU per message ${least(cpus.get(at('no chain'))).toFixed(1)} / ${least(cpus.get(at('root + 2 scripts'))).toFixed(1)} µs`,
+      );
+      console.log(
+        `  ${prefix}targets: ≥ 5,000 msg/s with the chain ${scripted >= 5000 ? 'met' : 'MISSED'}; ≤ 25 % lower than no chain ${lower <= 0.25 ? 'met' : 'MISSED'}`,
+      );
+    }
   } finally {
-    await gw.close();
+    for (const gw of gateways) await gw.close();
   }
   console.log(`  load average after: ${loadAverage()}`);
 }

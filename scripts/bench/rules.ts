@@ -80,23 +80,31 @@ try {
   const scriptedId = (await rules.chains.import(rootWithScripts())).id.id;
   const defaultId = rules.chains.definitions().find((c) => c.root)?.id ?? '';
 
-  const run = async (chainId: string): Promise<number> => {
+  // The thread's CPU time per message as well as the rate: on a loaded machine the rate says
+  // how much CPU the bench got, the CPU time what a message costs.
+  const cpuUs = () => {
+    const u = process.threadCpuUsage();
+    return u.user + u.system;
+  };
+  const run = async (chainId: string): Promise<[number, number]> => {
     rules.chains.makeRoot(chainId);
     const started = performance.now();
+    const cpu0 = cpuUs();
     for (let i = 0; i < MESSAGES; i++) rules.engine.process(msg(i));
     await rules.engine.idle(300_000);
-    return MESSAGES / ((performance.now() - started) / 1000);
+    return [MESSAGES / ((performance.now() - started) / 1000), (cpuUs() - cpu0) / MESSAGES];
   };
-  const results: Record<string, number[]> = { default: [], scripts: [] };
+  const results: Record<string, Array<[number, number]>> = { default: [], scripts: [] };
   for (let round = 0; round < 3; round++) {
     results.default?.push(await run(defaultId));
     results.scripts?.push(await run(scriptedId));
   }
-  const fmt = (xs: number[] = []) => xs.map((x) => Math.round(x).toLocaleString('en')).join(', ');
+  const fmt = (xs: Array<[number, number]> = []) =>
+    `${xs.map(([r]) => Math.round(r).toLocaleString('en')).join(', ')} msg/s; CPU ${xs.map(([, c]) => c.toFixed(1)).join(', ')} µs per message`;
   console.log(
-    `default root chain:            ${fmt(results.default)} msg/s (${MESSAGES} msgs x 3 rounds)`,
+    `default root chain:             ${fmt(results.default)} (${MESSAGES} msgs x 3 rounds)`,
   );
-  console.log(`root + script filter/transform: ${fmt(results.scripts)} msg/s`);
+  console.log(`root + script filter/transform: ${fmt(results.scripts)}`);
   const stats = rules.engine.stats();
   console.log(
     `failed ${stats.chains.reduce((a, c) => a + c.failed, 0)}, dropped ${stats.chains.reduce((a, c) => a + c.dropped, 0)}; load average ${loadAverage()}`,
