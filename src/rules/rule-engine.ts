@@ -66,6 +66,8 @@ interface Work {
 
 /** Longest a pump holds the event loop before the rest of its queue waits for a later turn. */
 const PUMP_BUDGET_MS = 20;
+/** Messages that walk a chain together, so that a script node runs them in one sandbox call. */
+const BATCH = 32;
 
 /** One unit of queued work: run a node, or route a node's output by labels. */
 interface Item {
@@ -383,40 +385,115 @@ export class RuleEngine implements MessageProcessor {
 
   /**
    * Runs queued messages until the queue is empty, `maxInFlight` messages wait on a promise, or
-   * the turn's budget is spent (then the rest waits for a later turn, so I/O interleaves). A
-   * message whose nodes all answer synchronously is finished within this call: only messages
-   * waiting on a node's promise hold an in-flight slot.
+   * the turn's budget is spent (then the rest waits for a later turn, so I/O interleaves). Up to
+   * BATCH messages walk the chain together (#lockstep). A message whose nodes all answer
+   * synchronously is finished within this call: only messages waiting on a node's promise hold
+   * an in-flight slot.
    */
   #pump(chain: LoadedChain): void {
     const deadline = performance.now() + PUMP_BUDGET_MS;
-    let n = 0;
     while (!chain.closed && chain.inFlight < this.#maxInFlight) {
-      const item = chain.take();
-      if (!item) return;
-      const work: Work[] = [];
-      if (item.labels) this.#route(chain, item.node, item.labels, item.msg, 0, work);
-      else work.push({ node: item.node, msg: item.msg, hops: 0 });
-      const pending = this.#run(chain, work);
-      if (pending !== undefined) {
-        chain.inFlight++;
-        pending.then(
-          () => {
-            chain.inFlight--;
-            chain.processed++;
-            if (chain.size > 0) this.#schedule(chain);
-          },
-          (err: unknown) => {
-            // @NOTE: #run catches node errors itself; this is a bug in the engine, logged loudly.
-            chain.inFlight--;
-            this.deps.log.error({ err, chainId: chain.def.id }, 'rule engine error');
-          },
-        );
-      } else chain.processed++;
-      if (++n % 32 === 0 && performance.now() >= deadline) {
+      const walks: Work[][] = [];
+      const room = Math.min(BATCH, this.#maxInFlight - chain.inFlight);
+      while (walks.length < room) {
+        const item = chain.take();
+        if (!item) break;
+        const work: Work[] = [];
+        if (item.labels) this.#route(chain, item.node, item.labels, item.msg, 0, work);
+        else work.push({ node: item.node, msg: item.msg, hops: 0 });
+        walks.push(work);
+      }
+      if (walks.length === 0) return;
+      this.#lockstep(chain, walks);
+      if (performance.now() >= deadline) {
         if (chain.size > 0) this.#schedule(chain);
         return;
       }
     }
+  }
+
+  /**
+   * Walks several messages through the chain together, so that a node that takes a batch
+   * (`onBatch`: the script nodes, one sandbox call for many messages) gets them at once. Each
+   * turn runs the next step of the first unfinished walk, together with the walks right after
+   * it whose only next step is the same node (any node, so that the walks stay together on the
+   * way to a script node): every node still sees the messages in queue order, and a message's
+   * own steps keep their order. A walk that reaches a node answering
+   * with a promise leaves the lockstep and goes on alone when it settles (as in #run).
+   */
+  #lockstep(chain: LoadedChain, walks: Work[][]): void {
+    let first = 0;
+    while (!chain.closed) {
+      while (first < walks.length && (walks[first] as Work[]).length === 0) first++;
+      if (first >= walks.length) return;
+      const lead = walks[first] as Work[];
+      const step = lead[lead.length - 1] as Work;
+      const slot = chain.slots[step.node];
+      const group = [first];
+      if (lead.length === 1) {
+        for (let j = first + 1; j < walks.length; j++) {
+          const w = walks[j] as Work[];
+          if (w.length === 0) continue;
+          if (w.length !== 1 || (w[0] as Work).node !== step.node) break;
+          group.push(j);
+        }
+      }
+      const results =
+        group.length > 1 && slot && 'node' in slot && slot.node.onBatch
+          ? this.#batch(
+              slot.node,
+              group.map((j) => (walks[j] as Work[])[0] as Work),
+            )
+          : undefined;
+      for (let k = 0; k < group.length; k++) {
+        const j = group[k] as number;
+        const work = walks[j] as Work[];
+        const at = work.pop() as Work;
+        if (results) {
+          const r = results[k];
+          if (r instanceof Error) this.#nodeFailed(chain, at, r, work);
+          else this.#outputs(chain, at, r, work);
+        } else {
+          const pending = this.#step(chain, at, work);
+          if (pending !== undefined) {
+            walks[j] = [];
+            this.#await(
+              chain,
+              pending.then(() => this.#run(chain, work)),
+            );
+            continue;
+          }
+        }
+        if (work.length === 0) chain.processed++;
+      }
+    }
+  }
+
+  /** A node's answers for several messages at once, or undefined when it cannot (or threw). */
+  #batch(node: RuleNode, steps: readonly Work[]): ReadonlyArray<NodeResult | Error> | undefined {
+    try {
+      const results = node.onBatch?.(steps.map((s) => s.msg));
+      return results && results.length === steps.length ? results : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** A walk waiting on a node's promise holds an in-flight slot until the rest of it is done. */
+  #await(chain: LoadedChain, pending: Promise<void>): void {
+    chain.inFlight++;
+    pending.then(
+      () => {
+        chain.inFlight--;
+        chain.processed++;
+        if (chain.size > 0) this.#schedule(chain);
+      },
+      (err: unknown) => {
+        // @NOTE: #run catches node errors itself; this is a bug in the engine, logged loudly.
+        chain.inFlight--;
+        this.deps.log.error({ err, chainId: chain.def.id }, 'rule engine error');
+      },
+    );
   }
 
   /**
@@ -426,35 +503,38 @@ export class RuleEngine implements MessageProcessor {
   #run(chain: LoadedChain, work: Work[]): Promise<void> | undefined {
     for (let step = work.pop(); step; step = work.pop()) {
       if (chain.closed) return undefined;
-      const slot = chain.slots[step.node];
-      if (!slot) continue;
-      if ('error' in slot) {
-        const error = `Rule Node is not active! Failed to initialize: ${slot.error}`;
-        this.#outputs(chain, step, { labels: FAILURE, msg: step.msg }, work, error);
-        continue;
-      }
-      let r: NodeResult | Promise<NodeResult>;
-      try {
-        r = slot.node.onMsg(step.msg);
-      } catch (err) {
-        this.#nodeFailed(chain, step, err, work);
-        continue;
-      }
-      if (isPromise(r)) {
-        const at = step;
-        return r.then(
-          (result) => {
-            this.#outputs(chain, at, result, work);
-            return this.#run(chain, work);
-          },
-          (err: unknown) => {
-            this.#nodeFailed(chain, at, err, work);
-            return this.#run(chain, work);
-          },
-        );
-      }
-      this.#outputs(chain, step, r, work);
+      const pending = this.#step(chain, step, work);
+      if (pending !== undefined) return pending.then(() => this.#run(chain, work));
     }
+    return undefined;
+  }
+
+  /**
+   * Runs one node on one message and routes its outputs into `work`. Returns a promise when the
+   * node answered with one (its outputs are routed when it settles).
+   */
+  #step(chain: LoadedChain, step: Work, work: Work[]): Promise<void> | undefined {
+    const slot = chain.slots[step.node];
+    if (!slot) return undefined;
+    if ('error' in slot) {
+      const error = `Rule Node is not active! Failed to initialize: ${slot.error}`;
+      this.#outputs(chain, step, { labels: FAILURE, msg: step.msg }, work, error);
+      return undefined;
+    }
+    let r: NodeResult | Promise<NodeResult>;
+    try {
+      r = slot.node.onMsg(step.msg);
+    } catch (err) {
+      this.#nodeFailed(chain, step, err, work);
+      return undefined;
+    }
+    if (isPromise(r)) {
+      return r.then(
+        (result) => this.#outputs(chain, step, result, work),
+        (err: unknown) => this.#nodeFailed(chain, step, err, work),
+      );
+    }
+    this.#outputs(chain, step, r, work);
     return undefined;
   }
 

@@ -35,6 +35,12 @@ export type NodeResult = NodeOutput | readonly NodeOutput[] | undefined;
  */
 export interface RuleNode {
   onMsg(msg: GatewayMsg): NodeResult | Promise<NodeResult>;
+  /**
+   * Optional: several messages at once, synchronously (the script nodes run them in one sandbox
+   * call). One entry per message, in order: what `onMsg` would give, or the Error it would
+   * throw. Undefined when it cannot now: the engine then calls `onMsg` per message.
+   */
+  onBatch?(msgs: readonly GatewayMsg[]): ReadonlyArray<NodeResult | Error> | undefined;
   /** Releases timers and sandboxes; called when the chain is reloaded or the gateway stops. */
   destroy?(): void;
 }

@@ -1,6 +1,7 @@
 /** Shared by the node files: reading configuration fields and running node scripts. */
 import type { GatewayMsg } from '../../messages/types.js';
 import {
+  type CallOutcome,
   type CompiledScript,
   ScriptCompileError,
   type ScriptEngine,
@@ -86,6 +87,16 @@ export function checkScript(
 }
 
 /**
+ * Which of the message arguments a script body cannot see: its name appears nowhere in the text
+ * (not even in a string or comment), and the body does not use `arguments` or `eval`, the only
+ * ways to reach a parameter without naming it. Only for the message contract (`MSG_ARGS`).
+ */
+export function unseenArgs(body: string, argNames: readonly string[]): readonly boolean[] {
+  if (argNames !== MSG_ARGS || /arguments|eval/.test(body)) return [false, false, false];
+  return MSG_ARGS.map((name) => !body.includes(name));
+}
+
+/**
  * A node's script, called with a message's `msg`, `metadata` and `msgType`. It is compiled when
  * it first runs, not when the chain loads: the sandbox (ScriptEngine) is loaded only once a
  * script is needed. Before a run, `prepare()` gives the promise to wait for when it is not loaded
@@ -95,6 +106,7 @@ export class NodeScript {
   #script: CompiledScript | undefined;
   #disposed = false;
   readonly #body: string;
+  #unseenArgs: readonly boolean[] | undefined;
 
   constructor(
     private readonly scripts: ScriptEngine,
@@ -119,13 +131,40 @@ export class NodeScript {
 
   /** The script's result as JSON text (undefined: it returned nothing). */
   runText(msg: GatewayMsg): { text: string | undefined; dataText: string } {
-    const dataText = JSON.stringify(msg.data ?? {});
-    const text = this.#compiled.invoke([
-      dataText,
-      JSON.stringify(msg.metadata),
-      JSON.stringify(msg.type),
-    ]);
-    return { text, dataText };
+    const args = this.#args(msg);
+    return { text: this.#compiled.invoke(args), dataText: args[0] as string };
+  }
+
+  /**
+   * The script on many messages in one sandbox call: each message's outcome (its parsed
+   * result, or its own error) and its data as the script received it (JSON text).
+   */
+  runMany(msgs: readonly GatewayMsg[]): { outcomes: CallOutcome[]; dataTexts: string[] } {
+    const calls = msgs.map((m) => this.#args(m));
+    return {
+      outcomes: this.#compiled.invokeMany(calls),
+      dataTexts: calls.map((c) => c[0] as string),
+    };
+  }
+
+  /**
+   * `msg`, `metadata`, `msgType` as JSON texts. An argument the body never names (and that it
+   * cannot reach through `arguments` or `eval`) is passed as `null`: the sandbox then does not
+   * parse what the script cannot see (a filter on `msg` alone parses no metadata).
+   */
+  #args(msg: GatewayMsg): string[] {
+    const [data, metadata, type] = this.#unseen;
+    return [
+      data ? 'null' : JSON.stringify(msg.data ?? {}),
+      metadata ? 'null' : JSON.stringify(msg.metadata),
+      type ? 'null' : JSON.stringify(msg.type),
+    ];
+  }
+
+  /** For `msg`, `metadata`, `msgType`: true when the body cannot see it. */
+  get #unseen(): readonly boolean[] {
+    this.#unseenArgs ??= unseenArgs(this.#body, this.argNames);
+    return this.#unseenArgs;
   }
 
   run(msg: GatewayMsg): unknown {
@@ -186,6 +225,20 @@ export function scriptNodeSpec(
             const { text, dataText } = script.runText(msg);
             return onResult(text === undefined ? undefined : JSON.parse(text), msg, init, dataText);
           }),
+        // Many messages in one sandbox call; each keeps its own result or error.
+        onBatch: (msgs) => {
+          if (script.prepare() !== undefined) return undefined;
+          const { outcomes, dataTexts } = script.runMany(msgs);
+          return outcomes.map((o, i) => {
+            if (!o.ok) return o.error;
+            const msg = msgs[i] as GatewayMsg;
+            try {
+              return onResult(o.value, msg, init, dataTexts[i] as string);
+            } catch (err) {
+              return err instanceof Error ? err : new Error(String(err));
+            }
+          });
+        },
         destroy: () => script.dispose(),
       };
     },

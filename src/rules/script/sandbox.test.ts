@@ -124,6 +124,83 @@ describe('script sandbox (QuickJS in WebAssembly)', () => {
     assert.throws(() => engine.compile('   ', ARGS), ScriptCompileError);
   });
 
+  it('runs many calls in one crossing, each with its own result or error, as invoke would', () => {
+    const script = engine.compile(
+      'if (msg.throw) throw new Error("bad " + msg.i); if (msg.str) throw "plain"; if (msg.none) return; return {i: msg.i, d: metadata.deviceName, t: msgType};',
+      ARGS,
+    );
+    const calls = [
+      { i: 0 },
+      { i: 1, throw: true },
+      { i: 2, none: true },
+      { i: 3, str: true },
+      { i: 4 },
+    ].map((m) => [JSON.stringify(m), '{"deviceName":"d1"}', '"POST_TELEMETRY_REQUEST"']);
+    const outcomes = script.invokeMany(calls);
+    const single = calls.map((c) => {
+      try {
+        const text = script.invoke(c);
+        return { ok: true, value: text === undefined ? undefined : JSON.parse(text) };
+      } catch (err) {
+        return { ok: false, error: (err as Error).message };
+      }
+    });
+    assert.deepEqual(
+      outcomes.map((o) => (o.ok ? o : { ok: false, error: o.error.message })),
+      single,
+    );
+    assert.deepEqual(outcomes[0], {
+      ok: true,
+      value: { i: 0, d: 'd1', t: 'POST_TELEMETRY_REQUEST' },
+    });
+    assert.equal(outcomes[1]?.ok === false && outcomes[1].error.message, 'Error: bad 1');
+    assert.ok(outcomes[1]?.ok === false && outcomes[1].error instanceof ScriptRuntimeError);
+    assert.deepEqual(outcomes[2], { ok: true, value: undefined });
+    assert.equal(outcomes[3]?.ok === false && outcomes[3].error.message, 'plain');
+    // An argument over the size limit fails its own call only.
+    const big = script.invokeMany([
+      calls[0] as string[],
+      [`{"s":"${'x'.repeat(100_001)}"}`, '{}', '""'],
+    ]);
+    assert.equal(big[0]?.ok, true);
+    assert.match(big[1]?.ok === false ? big[1].error.message : '', /at most 100000/);
+    script.dispose();
+  });
+
+  it('stops only the runaway call of a batch (each call keeps its own time limit)', () => {
+    const script = engine.compile('if (msg.loop) { for (;;) {} } return msg.i;', ARGS);
+    const calls = [{ i: 0 }, { i: 1, loop: true }, { i: 2 }].map((m) => [
+      JSON.stringify(m),
+      '{}',
+      '""',
+    ]);
+    const started = cpuMs();
+    const outcomes = script.invokeMany(calls);
+    const spent = cpuMs() - started;
+    assert.deepEqual(outcomes[0], { ok: true, value: 0 });
+    assert.match(outcomes[1]?.ok === false ? outcomes[1].error.message : '', /200 ms of CPU time/);
+    assert.deepEqual(outcomes[2], { ok: true, value: 2 });
+    // The batch stopped at its limit, then the calls ran alone: at most twice the limit.
+    assert.ok(spent >= 190 && spent < 5_000, `spent ${spent} ms of CPU`);
+    script.dispose();
+  });
+
+  it('fails only the call of a batch that runs out of memory, and the script still works after', async () => {
+    const small = await ScriptEngine.load({ timeoutMs: 10_000, memoryBytes: 1024 * 1024 });
+    const script = small.compile(
+      'if (msg.grow) { var a = []; for (;;) a.push("xxxxxxxxxxxxxxxxxxxxxxxxxxxxx" + a.length); } return msg.i;',
+      ARGS,
+    );
+    const outcomes = script.invokeMany(
+      [{ i: 0 }, { i: 1, grow: true }, { i: 2 }].map((m) => [JSON.stringify(m), '{}', '""']),
+    );
+    assert.deepEqual(outcomes[0], { ok: true, value: 0 });
+    assert.match(outcomes[1]?.ok === false ? outcomes[1].error.message : '', /out of memory/);
+    assert.deepEqual(outcomes[2], { ok: true, value: 2 });
+    assert.equal(script.invoke(['{"i":3}', '{}', '""']), '3');
+    script.dispose();
+  });
+
   it('turns a thrown error into ScriptRuntimeError with its message', () => {
     assert.throws(() => call(engine, 'throw new Error("bad input");'), /Error: bad input/);
   });

@@ -134,19 +134,47 @@ export class ScriptEngine {
 /**
  * The wrapper keeps the body's first line on line 1, so that QuickJS's line numbers are the
  * body's. Arguments arrive as JSON text and the result leaves as JSON text: no object crosses
- * the boundary, so the script cannot reach a host object.
+ * the boundary, so the script cannot reach a host object. It gives two functions: one call
+ * (`invoke`), and many calls in one crossing (`invokeMany`): one JSON array of argument arrays
+ * in, one JSON array of outcomes out (`[0]` nothing returned, `[0, result]`, `[1, "Name:
+ * message"]` the call threw, `[2, length]` the result is too large), each call in its own
+ * try/catch so that one call's exception is only that call's.
  */
 function wrap(body: string, argNames: readonly string[]): string {
   const params = argNames.join(', ');
   const parsed = argNames.map((_, i) => `JSON.parse(a[${i}])`).join(', ');
+  const spread = argNames.map((_, i) => `x[${i}]`).join(', ');
   return `(function(){var __f=function(${params}){${body}
-};return function(){var a=arguments;var r=__f(${parsed});return r===undefined?undefined:JSON.stringify(r);};})()`;
+};return [function(){var a=arguments;var r=__f(${parsed});return r===undefined?undefined:JSON.stringify(r);},
+function(t){var xs=JSON.parse(t);var out=new Array(xs.length);for(var i=0;i<xs.length;i++){var x=xs[i];try{var r=__f(${spread});var s=r===undefined?undefined:JSON.stringify(r);out[i]=s===undefined?'[0]':s.length>${MAX_RESULT_CHARS}?'[2,'+s.length+']':'[0,'+s+']';}catch(e){out[i]='[1,'+JSON.stringify(typeof e==='object'&&e!==null?(e.name===undefined?'Error':String(e.name))+': '+(e.message===undefined?'':String(e.message)):String(e))+']';}}return '['+out.join(',')+']';}];})()`;
+}
+
+/** One call of `invokeMany`: its result (parsed JSON; undefined when it returned nothing) or its error. */
+export type CallOutcome =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly error: ScriptRuntimeError };
+
+function argsSize(args: readonly string[]): number {
+  let size = 0;
+  for (const a of args) size += a.length;
+  return size;
+}
+
+function tooLarge(size: number): ScriptRuntimeError {
+  return new ScriptRuntimeError(
+    `script arguments are ${size} characters, at most ${MAX_ARGS_CHARS}`,
+  );
+}
+
+function resultTooLarge(size: number): ScriptRuntimeError {
+  return new ScriptRuntimeError(`script result is ${size} characters, at most ${MAX_RESULT_CHARS}`);
 }
 
 export class CompiledScript {
   #runtime!: QuickJSRuntime;
   #context!: QuickJSContext;
   #fn!: QuickJSHandle;
+  #many!: QuickJSHandle;
   /** CPU time the running call or compile may spend; 0 when none runs. */
   #limitMs = 0;
   /** Thread CPU time at the first interrupt poll of the running call; -1 before it. */
@@ -207,7 +235,9 @@ export class CompiledScript {
     }
     this.#runtime = runtime;
     this.#context = context;
-    this.#fn = result.value;
+    this.#fn = context.getProp(result.value, 0);
+    this.#many = context.getProp(result.value, 1);
+    result.value.dispose();
   }
 
   /**
@@ -217,18 +247,87 @@ export class CompiledScript {
    */
   invoke(jsonArgs: readonly string[]): string | undefined {
     if (this.#disposed) throw new ScriptRuntimeError('script is disposed');
-    let size = 0;
-    for (const a of jsonArgs) size += a.length;
-    if (size > MAX_ARGS_CHARS)
-      throw new ScriptRuntimeError(
-        `script arguments are ${size} characters, at most ${MAX_ARGS_CHARS}`,
-      );
+    const size = argsSize(jsonArgs);
+    if (size > MAX_ARGS_CHARS) throw tooLarge(size);
     const ctx = this.#context;
     const handles = jsonArgs.map((a) => ctx.newString(a));
+    const text = this.#call(this.#fn, handles);
+    if (text !== undefined && text.length > MAX_RESULT_CHARS) throw resultTooLarge(text.length);
+    return text;
+  }
+
+  /**
+   * Many calls in one crossing of the sandbox's boundary (the rule engine's script nodes, one
+   * call per message), with the outcome of each: a call that throws or returns too much fails
+   * alone, as `invoke` would. The calls share one time limit; when the batch as a whole is
+   * stopped (time or memory), every call runs again on its own, with its own limit, so a call
+   * fails only for what it spends itself (the calls before it have then run twice: state a
+   * script keeps in globals sees both).
+   */
+  invokeMany(calls: ReadonlyArray<readonly string[]>): CallOutcome[] {
+    if (this.#disposed) throw new ScriptRuntimeError('script is disposed');
+    const out = new Array<CallOutcome>(calls.length);
+    const parts: string[] = [];
+    const at: number[] = [];
+    for (let i = 0; i < calls.length; i++) {
+      const args = calls[i] as readonly string[];
+      const size = argsSize(args);
+      if (size > MAX_ARGS_CHARS) out[i] = { ok: false, error: tooLarge(size) };
+      else {
+        parts.push(`[${args.join(',')}]`);
+        at.push(i);
+      }
+    }
+    if (parts.length === 0) return out;
+    let entries: unknown[];
+    try {
+      const text = this.#call(this.#many, [this.#context.newString(`[${parts.join(',')}]`)]);
+      entries = JSON.parse(text ?? '[]') as unknown[];
+    } catch (err) {
+      if (!(err instanceof ScriptRuntimeError)) throw err;
+      entries = [];
+    }
+    // A batch stopped as a whole, or a call that ran out of memory (caught by the wrapper, but
+    // the runtime must start again): every call on its own.
+    const whole =
+      entries.length !== at.length ||
+      entries.some(
+        (e) => (e as unknown[])[0] === 1 && /out of memory/.test(String((e as unknown[])[1])),
+      );
+    for (let k = 0; k < at.length; k++) {
+      const i = at[k] as number;
+      if (whole) {
+        out[i] = this.#one(calls[i] as readonly string[]);
+        continue;
+      }
+      const e = entries[k] as [number, unknown?];
+      if (e[0] === 0) out[i] = { ok: true, value: e[1] };
+      else if (e[0] === 2) out[i] = { ok: false, error: resultTooLarge(e[1] as number) };
+      else out[i] = { ok: false, error: new ScriptRuntimeError(String(e[1])) };
+    }
+    return out;
+  }
+
+  #one(args: readonly string[]): CallOutcome {
+    try {
+      const text = this.invoke(args);
+      return { ok: true, value: text === undefined ? undefined : JSON.parse(text) };
+    } catch (err) {
+      if (err instanceof ScriptRuntimeError) return { ok: false, error: err };
+      throw err;
+    }
+  }
+
+  /**
+   * Calls `fn` with `handles` (disposed here) under the call limit: its string result, or
+   * ScriptRuntimeError on an exception, the time limit or the memory limit.
+   */
+  #call(fn: QuickJSHandle, handles: QuickJSHandle[]): string | undefined {
+    const ctx = this.#context;
     this.#limit(this.limits.timeoutMs);
     let result: ReturnType<QuickJSContext['callFunction']>;
     try {
-      result = ctx.callFunction(this.#fn, ctx.undefined, ...handles);
+      result = ctx.callFunction(fn, ctx.undefined, ...handles);
     } finally {
       this.#limit(0);
       for (const h of handles) h.dispose();
@@ -256,11 +355,6 @@ export class CompiledScript {
     const type = ctx.typeof(result.value);
     const text = type === 'string' ? ctx.getString(result.value) : undefined;
     result.value.dispose();
-    if (text !== undefined && text.length > MAX_RESULT_CHARS) {
-      throw new ScriptRuntimeError(
-        `script result is ${text.length} characters, at most ${MAX_RESULT_CHARS}`,
-      );
-    }
     return text;
   }
 
@@ -271,6 +365,7 @@ export class CompiledScript {
 
   #release(): void {
     this.#fn.dispose();
+    this.#many.dispose();
     this.#context.dispose();
     this.#runtime.dispose();
   }
