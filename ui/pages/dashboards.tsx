@@ -1,4 +1,5 @@
-import { useState } from 'preact/hooks';
+import type { JSX } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
 import {
   BarButton,
   DeleteButton,
@@ -7,14 +8,7 @@ import {
   ListPage,
   usePagedList,
 } from '../components/list.js';
-import {
-  Dialog,
-  ErrorText,
-  FormButtons,
-  JsonImportDialog,
-  useAction,
-  useLoad,
-} from '../components/ui.js';
+import { ErrorText, JsonImportDialog, useAction, useLoad } from '../components/ui.js';
 import { type Entity, useVisibleDevices, WidgetBody } from '../components/widgets.js';
 import { api, qs } from '../lib/api.js';
 import { isTenantAdmin, useApp } from '../lib/app-context.js';
@@ -23,11 +17,8 @@ import {
   type Dashboard,
   type DashboardConfig,
   decodeState,
-  type EntityAlias,
   encodeState,
-  KIND_LABELS,
   type LayoutWidget,
-  newWidget,
   rootState,
   type StateObject,
   safeUrl,
@@ -35,7 +26,6 @@ import {
   type Timewindow,
   type Widget,
   type WidgetAction,
-  type WidgetKind,
   widgetActions,
   widgetKind,
   widgetMap,
@@ -186,6 +176,22 @@ function timewindowId(tw: Timewindow | undefined): string {
   );
 }
 
+type Editor = typeof import('./dashboard-editor.js');
+
+/** The editor's code (dialog, arranging by buttons and by drag), loaded when Edit is first used. */
+function useEditor(editing: boolean): Editor | undefined {
+  const [editor, setEditor] = useState<Editor | undefined>(undefined);
+  useEffect(() => {
+    if (editing && !editor) void import('./dashboard-editor.js').then((m) => setEditor(m));
+  }, [editing]);
+  return editor;
+}
+
+/** Renders `children` with the editor once it is loaded. */
+function Suspended(props: { editor: Editor | undefined; children: (e: Editor) => JSX.Element }) {
+  return props.editor ? props.children(props.editor) : <p aria-busy="true">Loading the editor…</p>;
+}
+
 export function DashboardPage(props: { params: Record<string, string> }) {
   // Keyed by id: an openDashboard action opens another dashboard with nothing of this one's draft.
   return <DashboardView key={props.params.id} id={props.params.id} />;
@@ -201,6 +207,7 @@ function DashboardView(props: { id: string }) {
   const [draft, setDraft] = useState<Dashboard | null>(null);
   const [editing, setEditing] = useState(false);
   const [configuring, setConfiguring] = useState<Widget | 'new' | null>(null);
+  const editor = useEditor(editing);
   /** ThingsBoard's state stack, in the URL (`?state=`): a link or a reload opens the same state. */
   const stack = decodeState(query.get('state'));
   const save = useAction();
@@ -397,77 +404,21 @@ function DashboardView(props: { id: string }) {
                       </button>
                     ))}
                     {editing && layoutName === 'main' && (
-                      <div class="widget-tools" role="toolbar" aria-label={`Arrange ${title}`}>
-                        <button type="button" onClick={() => setConfiguring(w)}>
-                          Configure
-                        </button>
-                        <button
-                          type="button"
-                          aria-label="Move left"
-                          onClick={() => move(wid, (x) => ({ ...x, col: x.col - 1 }))}
-                        >
-                          ←
-                        </button>
-                        <button
-                          type="button"
-                          aria-label="Move right"
-                          onClick={() => move(wid, (x) => ({ ...x, col: x.col + 1 }))}
-                        >
-                          →
-                        </button>
-                        <button
-                          type="button"
-                          aria-label="Move up"
-                          onClick={() => move(wid, (x) => ({ ...x, row: x.row - 1 }))}
-                        >
-                          ↑
-                        </button>
-                        <button
-                          type="button"
-                          aria-label="Move down"
-                          onClick={() => move(wid, (x) => ({ ...x, row: x.row + 1 }))}
-                        >
-                          ↓
-                        </button>
-                        <button
-                          type="button"
-                          aria-label="Wider"
-                          onClick={() => move(wid, (x) => ({ ...x, sizeX: x.sizeX + 1 }))}
-                        >
-                          ⇔+
-                        </button>
-                        <button
-                          type="button"
-                          aria-label="Narrower"
-                          onClick={() => move(wid, (x) => ({ ...x, sizeX: x.sizeX - 1 }))}
-                        >
-                          ⇔−
-                        </button>
-                        <button
-                          type="button"
-                          aria-label="Taller"
-                          onClick={() => move(wid, (x) => ({ ...x, sizeY: x.sizeY + 1 }))}
-                        >
-                          ⇕+
-                        </button>
-                        <button
-                          type="button"
-                          aria-label="Shorter"
-                          onClick={() => move(wid, (x) => ({ ...x, sizeY: x.sizeY - 1 }))}
-                        >
-                          ⇕−
-                        </button>
-                        <button
-                          type="button"
-                          onClick={() => {
-                            const next = { ...widgets };
-                            delete next[wid];
-                            update({ ...cfg, widgets: next, states: setLayout(wid, undefined) });
-                          }}
-                        >
-                          Remove
-                        </button>
-                      </div>
+                      <Suspended editor={editor}>
+                        {(ed) => (
+                          <ed.WidgetTools
+                            title={title}
+                            layout={l}
+                            onConfigure={() => setConfiguring(w)}
+                            onPlace={(n) => move(wid, () => n)}
+                            onRemove={() => {
+                              const next = { ...widgets };
+                              delete next[wid];
+                              update({ ...cfg, widgets: next, states: setLayout(wid, undefined) });
+                            }}
+                          />
+                        )}
+                      </Suspended>
                     )}
                     <div class="widget-body">
                       <WidgetBody
@@ -486,8 +437,8 @@ function DashboardView(props: { id: string }) {
           ))}
       </div>
       {placed.length === 0 && <p>No widgets yet.</p>}
-      {configuring && (
-        <WidgetDialog
+      {configuring && editor && (
+        <editor.WidgetDialog
           widget={configuring === 'new' ? undefined : configuring}
           cfg={cfg}
           devices={devices}
@@ -509,214 +460,5 @@ function DashboardView(props: { id: string }) {
         />
       )}
     </section>
-  );
-}
-
-/** Add or configure a widget: kind, title, entity alias (an existing one or a new one), keys. */
-function WidgetDialog(props: {
-  widget?: Widget;
-  cfg: DashboardConfig;
-  devices: Entity[];
-  onClose: () => void;
-  onSave: (w: Widget, aliases: Record<string, EntityAlias>) => void;
-}) {
-  const w = props.widget;
-  const aliases = props.cfg.entityAliases ?? {};
-  const ds = w?.config.datasources?.[0];
-  const [kind, setKind] = useState<WidgetKind>((w && widgetKind(w)) ?? 'line');
-  const [aliasChoice, setAliasChoice] = useState<string>(
-    ds?.entityAliasId ??
-      w?.config.targetDevice?.entityAliasId ??
-      Object.keys(aliases)[0] ??
-      'new-device',
-  );
-  const types = [...new Set(props.devices.map((d) => d.type))];
-  const submit = (e: Event) => {
-    e.preventDefault();
-    const f = new FormData(e.currentTarget as HTMLFormElement);
-    const title = String(f.get('title'));
-    const keys = String(f.get('keys') ?? '')
-      .split(',')
-      .map((k) => k.trim())
-      .filter(Boolean);
-    const keyType = String(f.get('keyType') ?? 'timeseries');
-    const nextAliases = { ...aliases };
-    let aliasId = aliasChoice;
-    if (aliasChoice === 'new-device' || aliasChoice === 'new-type') {
-      aliasId = crypto.randomUUID?.() ?? `a${Date.now()}`;
-      const device = props.devices.find((d) => d.id === f.get('device'));
-      const type = String(f.get('deviceType') ?? '');
-      nextAliases[aliasId] =
-        aliasChoice === 'new-device'
-          ? {
-              id: aliasId,
-              alias: device?.name ?? 'Device',
-              filter: {
-                type: 'singleEntity',
-                resolveMultiple: false,
-                singleEntity: { entityType: 'DEVICE', id: device?.id ?? '' },
-              },
-            }
-          : {
-              id: aliasId,
-              alias: `${type} devices`,
-              filter: {
-                type: 'deviceType',
-                resolveMultiple: true,
-                deviceTypes: [type],
-                deviceNameFilter: '',
-              },
-            };
-    }
-    const base = newWidget(kind, title, aliasId, []);
-    const dataKeys = keys.map((k) => ({ name: k, type: keyType, label: k }));
-    const next: Widget = w
-      ? {
-          ...w,
-          typeFullFqn: widgetKind(w) === kind ? w.typeFullFqn : base.typeFullFqn,
-          bundleAlias: widgetKind(w) === kind ? w.bundleAlias : undefined,
-          typeAlias: widgetKind(w) === kind ? w.typeAlias : undefined,
-          config: {
-            ...w.config,
-            title,
-            datasources: [
-              { ...(ds ?? { type: 'entity' }), type: 'entity', entityAliasId: aliasId, dataKeys },
-            ],
-            ...(kind === 'switch' || kind === 'button'
-              ? { targetDevice: { type: 'entity', entityAliasId: aliasId } }
-              : {}),
-          },
-        }
-      : {
-          ...base,
-          config: {
-            ...base.config,
-            datasources: [{ type: 'entity', entityAliasId: aliasId, dataKeys }],
-          },
-        };
-    if (kind === 'switch' || kind === 'button') {
-      next.config.settings = {
-        ...next.config.settings,
-        ...(kind === 'switch' && f.get('attributeKey')
-          ? {
-              onUpdateState: {
-                action: 'SET_ATTRIBUTE',
-                setAttribute: { scope: 'SHARED_SCOPE', key: String(f.get('attributeKey')) },
-              },
-            }
-          : {}),
-        ...(f.get('method')
-          ? kind === 'switch'
-            ? { setValueMethod: String(f.get('method')) }
-            : { methodName: String(f.get('method')) }
-          : {}),
-      };
-    }
-    if (kind === 'markdown')
-      next.config.settings = {
-        ...next.config.settings,
-        markdownTextPattern: String(f.get('markdown') ?? ''),
-      };
-    props.onSave(next, nextAliases);
-  };
-  const s = w?.config.settings ?? {};
-  return (
-    <Dialog title={w ? 'Configure widget' : 'Add widget'} onClose={props.onClose}>
-      <form class="stack" onSubmit={submit}>
-        <label>
-          Widget type
-          <select value={kind} onChange={(e) => setKind(e.currentTarget.value as WidgetKind)}>
-            {(Object.keys(KIND_LABELS) as WidgetKind[]).map((k) => (
-              <option key={k} value={k}>
-                {KIND_LABELS[k]}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Title
-          <input name="title" defaultValue={w?.config.title ?? ''} required />
-        </label>
-        <label>
-          Entity alias
-          <select value={aliasChoice} onChange={(e) => setAliasChoice(e.currentTarget.value)}>
-            {Object.values(aliases).map((a) => (
-              <option key={a.id} value={a.id}>
-                {a.alias}
-              </option>
-            ))}
-            <option value="new-device">New alias: one device…</option>
-            <option value="new-type">New alias: devices of a profile…</option>
-          </select>
-        </label>
-        {aliasChoice === 'new-device' && (
-          <label>
-            Device
-            <select name="device">
-              {props.devices.map((d) => (
-                <option key={d.id} value={d.id}>
-                  {d.name}
-                </option>
-              ))}
-            </select>
-          </label>
-        )}
-        {aliasChoice === 'new-type' && (
-          <label>
-            Device profile
-            <select name="deviceType">
-              {types.map((t) => (
-                <option key={t}>{t}</option>
-              ))}
-            </select>
-          </label>
-        )}
-        {kind !== 'alarms' && kind !== 'button' && kind !== 'switch' && (
-          <>
-            <label>
-              Data keys (comma separated)
-              <input
-                name="keys"
-                defaultValue={(ds?.dataKeys ?? []).map((k) => k.name).join(', ')}
-              />
-            </label>
-            <label>
-              Key type
-              <select name="keyType">
-                <option value="timeseries">Time series</option>
-                <option value="attribute" selected={ds?.dataKeys?.[0]?.type === 'attribute'}>
-                  Attribute
-                </option>
-              </select>
-            </label>
-          </>
-        )}
-        {(kind === 'switch' || kind === 'button') && (
-          <label>
-            RPC method
-            <input name="method" defaultValue={String(s.setValueMethod ?? s.methodName ?? '')} />
-          </label>
-        )}
-        {kind === 'switch' && (
-          <label>
-            Or set this shared attribute
-            <input
-              name="attributeKey"
-              defaultValue={String(
-                (s.onUpdateState as { setAttribute?: { key?: string } } | undefined)?.setAttribute
-                  ?.key ?? '',
-              )}
-            />
-          </label>
-        )}
-        {kind === 'markdown' && (
-          <label>
-            Markdown (${'{key}'} shows the key's value)
-            <textarea name="markdown" rows={4} defaultValue={String(s.markdownTextPattern ?? '')} />
-          </label>
-        )}
-        <FormButtons onCancel={props.onClose} label={w ? 'Apply' : 'Add'} />
-      </form>
-    </Dialog>
   );
 }
