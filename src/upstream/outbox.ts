@@ -302,9 +302,10 @@ export class Outbox {
     let n = 0;
     // The rows cut by the range's ends keep their messages outside it ...
     const head = this.#containing.get({ at: first }) as Row | undefined;
-    if (head && head.seq < first) n += this.#rewrite(head, (s) => s < first || s > last);
+    const cutHead = head !== undefined && head.seq < first;
+    if (cutHead) n += this.#rewrite(head, (s) => s < first || s > last);
     const tail = this.#containing.get({ at: last }) as Row | undefined;
-    if (tail && tail.last > last && tail.seq !== head?.seq) {
+    if (tail && tail.last > last && !(cutHead && tail.seq === head.seq)) {
       n += this.#rewrite(tail, (s) => s > last);
     }
     // ... and the rows inside it go whole, unread.
