@@ -136,7 +136,7 @@ console.log(`upstream bench, load average ${loadAverage()}`);
 
 // 1 and 2: backlog while the cloud is down, then the drain.
 if (!values['cpu-only']) {
-  const cloud = new FakeCloud({ token: TOKEN });
+  const cloud = new FakeCloud({ token: TOKEN, sessionLimits: {} });
   await cloud.start();
   await cloud.stop(); // its port is known; nothing listens until start()
   const gw = await gateway(cloud);
@@ -194,7 +194,7 @@ if (!values['cpu-only']) {
 
 // 3: CPU of local ingest at RATE msg/s, upstream off vs on, alternately (and `--before`'s pair).
 {
-  const cloud = new FakeCloud({ token: TOKEN });
+  const cloud = new FakeCloud({ token: TOKEN, sessionLimits: {} });
   await cloud.start();
   const builds: Array<[string, string | undefined]> = [['', undefined]];
   if (values.before) builds.push([' (before)', values.before]);

@@ -79,6 +79,12 @@ const BACKOFF_MAX_MS = 60_000;
 /** Devices announced with `v1/gateway/connect` when the link comes up. */
 const MAX_ANNOUNCED = 10_000;
 const SESSION_LIMITS_REQUEST = 'v1/devices/me/rpc/request/1';
+/**
+ * How long a new connection waits for the cloud's `getSessionLimits` answer before it sends
+ * data (a backlog sent at once could trip the cloud's rate limits, which close the connection);
+ * a cloud that does not answer is then not paced.
+ */
+const LIMITS_WAIT_MS = 2_000;
 const SESSION_LIMITS_RESPONSE = 'v1/devices/me/rpc/response/1';
 /** Messages the pushed rule-node types carry (TbMsgPushToCloudNode's accepted types). */
 const TELEMETRY_TYPES = new Set(['POST_TELEMETRY_REQUEST', 'TIMESERIES_UPDATED']);
@@ -133,6 +139,8 @@ export class UpstreamService {
   #backoffAttempt = 0;
   #reconnectTimer: NodeJS.Timeout | undefined;
   #paceTimer: NodeJS.Timeout | undefined;
+  /** Set from connect until the cloud's session limits are in (or `LIMITS_WAIT_MS` passed). */
+  #limitsTimer: NodeJS.Timeout | undefined;
   #pumpScheduled: NodeJS.Immediate | undefined;
   #lingerTimer: NodeJS.Timeout | undefined;
   /** When the rows waiting in a caught-up outbox go, full or not (0: none waits). */
@@ -279,6 +287,7 @@ export class UpstreamService {
     this.#deps.bus.removeOwner(OWNER);
     clearTimeout(this.#reconnectTimer);
     clearTimeout(this.#paceTimer);
+    clearTimeout(this.#limitsTimer);
     clearTimeout(this.#lingerTimer);
     if (this.#pumpScheduled) clearImmediate(this.#pumpScheduled);
     const client = this.#client;
@@ -578,6 +587,12 @@ export class UpstreamService {
       { qos: 1 },
     );
     client.subscribe(SESSION_LIMITS_RESPONSE, { qos: 1 });
+    // Data waits for the cloud's limits (announcements and requests do not).
+    const gen = this.#gen;
+    this.#limitsTimer = setTimeout(() => {
+      this.#limitsTimer = undefined;
+      if (gen === this.#gen) this.#kick();
+    }, LIMITS_WAIT_MS);
     client.publish(
       SESSION_LIMITS_REQUEST,
       JSON.stringify({ method: 'getSessionLimits', params: { timeout: 5000 } }),
@@ -620,6 +635,8 @@ export class UpstreamService {
     this.#sentUpTo = 0;
     clearTimeout(this.#paceTimer);
     this.#paceTimer = undefined;
+    clearTimeout(this.#limitsTimer);
+    this.#limitsTimer = undefined;
     if (wasUp) {
       const url = this.#config.url;
       if (error) log.warn({ url, error }, 'upstream disconnected');
@@ -651,7 +668,7 @@ export class UpstreamService {
   /** Publishes while the window has room, the pace allows and rows wait. */
   #pump(): void {
     const client = this.#client;
-    if (!client || !this.#connected || this.#paceTimer) return;
+    if (!client || !this.#connected || this.#paceTimer || this.#limitsTimer) return;
     while (this.#inFlight.size < this.#maxInFlight) {
       const wait = this.#nextSendAt - performance.now();
       if (wait > 0) {
@@ -865,6 +882,9 @@ export class UpstreamService {
     const body = JSON.parse(payload.toString('utf8')) as Record<string, unknown>;
     if (topic === SESSION_LIMITS_RESPONSE) {
       this.#applyLimits(body);
+      clearTimeout(this.#limitsTimer);
+      this.#limitsTimer = undefined;
+      this.#kick();
       return;
     }
     const name = typeof body.device === 'string' ? body.device : undefined;

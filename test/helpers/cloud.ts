@@ -6,6 +6,10 @@ import { Aedes, type Client } from 'aedes';
 export interface CloudMessage {
   readonly topic: string;
   readonly body: unknown;
+  /** Its payload's size in bytes. */
+  readonly bytes: number;
+  /** When the cloud got it (`performance.now()`). */
+  readonly at: number;
 }
 
 export interface CloudOptions {
@@ -86,7 +90,12 @@ export class FakeCloud {
       } catch {
         // kept as text
       }
-      this.messages.push({ topic: packet.topic, body });
+      this.messages.push({
+        topic: packet.topic,
+        body,
+        bytes: packet.payload.length,
+        at: performance.now(),
+      });
       this.#answer(packet.topic, body);
     });
     this.#broker = broker;
