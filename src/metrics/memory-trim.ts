@@ -62,7 +62,7 @@ export class MemoryTrim {
   readonly #opts: MemoryTrimOptions;
   readonly #probe: NonNullable<MemoryTrimDeps['probe']>;
   #timer: NodeJS.Timeout | undefined;
-  /** Committed heap after the last trim (or at start): growth is measured from here. */
+  /** Committed heap after the last trim (0 before the first): growth is measured from here. */
   #baseline = 0;
   #lastTrimAt = Number.NEGATIVE_INFINITY;
   #trims = 0;
@@ -81,7 +81,9 @@ export class MemoryTrim {
 
   start(): void {
     if (this.#timer || this.#opts.growthBytes <= 0) return;
-    this.#baseline = this.#probe.heap().committed;
+    // @NOTE: start-up is a burst too (modules evaluated, migrations, listeners): growth is
+    // counted from an empty heap, so the first quiet look after start trims it (bench:idle).
+    this.#baseline = 0;
     this.#probe.utilization();
     this.#timer = setInterval(() => this.check(), this.#opts.checkMs);
     this.#timer.unref();
