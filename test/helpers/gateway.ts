@@ -52,6 +52,9 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     https: { enabled: false, port: 0, ...opts.config?.https },
     mqtt: { port: 0, tlsPort: 0, ...opts.config?.mqtt },
     coap: { port: 0, ...opts.config?.coap },
+    // The heap here is the test runner's: a trim would pause the tests for the runner's garbage.
+    // Its own tests turn it on (test/metrics-health.test.ts); gateway processes keep the default.
+    memory: { trimAfterMb: 0, ...opts.config?.memory },
   });
   const logs: Array<Record<string, unknown>> = [];
   const gw = createGateway(config, {
