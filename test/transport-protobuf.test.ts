@@ -60,7 +60,19 @@ message GetAttributeResponseMsg { int32 requestId = 1; repeated TsKvProto client
   repeated TsKvProto sharedAttributeList = 3; }
 message AttributeUpdateNotificationMsg { repeated TsKvProto sharedUpdated = 1; repeated string sharedDeleted = 2; }
 message RpcRequest { string method = 1; string params = 2; }
-message ToServerRpcResponseMsg { int32 requestId = 1; string payload = 2; string error = 3; }`;
+message ToServerRpcResponseMsg { int32 requestId = 1; string payload = 2; string error = 3; }
+message ClaimDevice { string secretKey = 1; int64 durationMs = 2; }
+enum CredentialsType { ACCESS_TOKEN = 0; X509_CERTIFICATE = 1; MQTT_BASIC = 2; LWM2M_CREDENTIALS = 3; }
+message ValidateDeviceTokenRequestMsg { string token = 1; }
+message ValidateBasicMqttCredRequestMsg { string clientId = 1; string userName = 2; string password = 3; }
+message CredentialsDataProto { ValidateDeviceTokenRequestMsg validateDeviceTokenRequestMsg = 1;
+  ValidateBasicMqttCredRequestMsg validateBasicMqttCredRequestMsg = 3; }
+message ProvisionDeviceCredentialsMsg { string provisionDeviceKey = 1; string provisionDeviceSecret = 2; }
+message ProvisionDeviceRequestMsg { string deviceName = 1; CredentialsType credentialsType = 2;
+  ProvisionDeviceCredentialsMsg provisionDeviceCredentialsMsg = 3; CredentialsDataProto credentialsDataProto = 4; }
+enum ResponseStatus { UNKNOWN = 0; SUCCESS = 1; NOT_FOUND = 2; FAILURE = 3; }
+message ProvisionDeviceResponseMsg { ResponseStatus status = 1; CredentialsType credentialsType = 2;
+  string credentialsValue = 3; }`;
 
 const type = (schema: string, name: string) => protobuf.parse(schema).root.lookupType(name);
 const Reading = type(TELEMETRY_SCHEMA, 'telemetry.SensorDataReading');
@@ -73,6 +85,9 @@ const AttributeResponse = transport.lookupType('transport.GetAttributeResponseMs
 const AttributeUpdate = transport.lookupType('transport.AttributeUpdateNotificationMsg');
 const ClientRpcRequest = transport.lookupType('transport.RpcRequest');
 const ClientRpcResponse = transport.lookupType('transport.ToServerRpcResponseMsg');
+const ClaimDevice = transport.lookupType('transport.ClaimDevice');
+const ProvisionRequest = transport.lookupType('transport.ProvisionDeviceRequestMsg');
+const ProvisionResponse = transport.lookupType('transport.ProvisionDeviceResponseMsg');
 
 function bytes(t: protobuf.Type, value: Record<string, unknown>): Buffer {
   return Buffer.from(t.encode(t.fromObject(value)).finish());
@@ -393,5 +408,234 @@ describe('PROTOBUF device profiles', () => {
     const attrs = read(AttributeResponse, got.payload);
     assert.deepEqual(kvs(attrs.clientAttributeList), { firmwareVersion: '2.0.0' });
     assert.deepEqual(kvs(attrs.sharedAttributeList), { targetTemp: 20.5 });
+  });
+});
+
+describe('Protobuf claiming and provisioning (transport-profiles.md §3)', () => {
+  let t: TestGateway;
+  let admin: string;
+  let mqttProfile: string;
+  let coapProfile: string;
+  let compatProfile: string;
+
+  before(async () => {
+    t = await startGateway();
+    admin = await t.adminToken();
+    const save = async (body: unknown) => {
+      const res = await t.api('/api/deviceProfile', { token: admin, body });
+      assert.equal(res.status, 200, await res.clone().text());
+      return ((await res.json()) as { id: { id: string } }).id.id;
+    };
+    const mqtt = (extra: Record<string, unknown> = {}) => ({
+      type: 'MQTT',
+      transportPayloadTypeConfiguration: payloadConfig(extra),
+    });
+    mqttProfile = await save({
+      name: 'claim-mqtt',
+      transportType: 'MQTT',
+      profileData: { transportConfiguration: mqtt() },
+    });
+    compatProfile = await save({
+      name: 'claim-compat',
+      transportType: 'MQTT',
+      profileData: {
+        transportConfiguration: mqtt({ enableCompatibilityWithJsonPayloadFormat: true }),
+      },
+    });
+    coapProfile = await save({
+      name: 'claim-coap',
+      transportType: 'COAP',
+      profileData: {
+        transportConfiguration: {
+          type: 'COAP',
+          coapDeviceTypeConfiguration: {
+            coapDeviceType: 'DEFAULT',
+            transportPayloadTypeConfiguration: payloadConfig(),
+          },
+        },
+      },
+    });
+    await save({
+      name: 'proto-provisioned',
+      profileData: {
+        provisionConfiguration: {
+          type: 'ALLOW_CREATE_NEW_DEVICES',
+          provisionDeviceKey: 'proto-key',
+          provisionDeviceSecret: 'proto-secret',
+        },
+      },
+    });
+  });
+  after(() => t.close());
+
+  /** The pending claim has `secretKey` and expires `durationMs` after it was sent (`start`). */
+  const assertClaim = (deviceId: string, secretKey: string, durationMs: number, start: number) => {
+    const claim = t.gw.services.claims.pending(deviceId);
+    assert.equal(claim?.secretKey, secretKey);
+    assert.ok(claim.expirationTime >= start + durationMs, 'expires after the duration');
+    assert.ok(claim.expirationTime <= Date.now() + durationMs, 'expires after the duration');
+  };
+
+  it('MQTT: a ClaimDevice message on a PROTOBUF profile, JSON in compatibility mode', async () => {
+    const d = await createProfiledDevice(t, 'proto-claim-mqtt', mqttProfile);
+    const c = await mqttConnect(t.gw.ports.mqtt, { username: d.token });
+    const start = Date.now();
+    try {
+      await c.publishAsync(
+        'v1/devices/me/claim',
+        bytes(ClaimDevice, { secretKey: 'proto-secret', durationMs: 60_000 }),
+        { qos: 1 },
+      );
+    } finally {
+      await c.endAsync();
+    }
+    assertClaim(d.id, 'proto-secret', 60_000, start);
+
+    // Unset fields (an empty message): secret "" and the default duration (24 h), as from JSON.
+    const e = await createProfiledDevice(t, 'proto-claim-empty', mqttProfile);
+    const ce = await mqttConnect(t.gw.ports.mqtt, { username: e.token });
+    try {
+      await ce.publishAsync('v1/devices/me/claim', Buffer.alloc(0), { qos: 1 });
+    } finally {
+      await ce.endAsync();
+    }
+    assertClaim(e.id, '', 86_400_000, start);
+
+    const j = await createProfiledDevice(t, 'proto-claim-compat', compatProfile);
+    const cj = await mqttConnect(t.gw.ports.mqtt, { username: j.token });
+    try {
+      await cj.publishAsync(
+        'v1/devices/me/claim',
+        JSON.stringify({ secretKey: 'json-secret', durationMs: 120_000 }),
+        { qos: 1 },
+      );
+    } finally {
+      await cj.endAsync();
+    }
+    assertClaim(j.id, 'json-secret', 120_000, start);
+  });
+
+  it('CoAP: a ClaimDevice message on a PROTOBUF profile', async () => {
+    const d = await createProfiledDevice(t, 'proto-claim-coap', coapProfile);
+    const start = Date.now();
+    const res = await coapRequest({
+      port: t.gw.ports.coap,
+      method: 'POST',
+      pathname: `/api/v1/${d.token}/claim`,
+      payload: bytes(ClaimDevice, { secretKey: 'coap-secret', durationMs: 30_000 }),
+    });
+    assert.equal(res.code, '2.01');
+    assertClaim(d.id, 'coap-secret', 30_000, start);
+  });
+
+  /** A ProvisionDeviceResponseMsg with its defaults (ACCESS_TOKEN is 0, so unset on the wire). */
+  const provisionAnswer = (payload: Buffer) =>
+    ProvisionResponse.toObject(ProvisionResponse.decode(payload), {
+      enums: String,
+      defaults: true,
+    });
+
+  const provisionBytes = (deviceName: string, secret: string, extra = {}) =>
+    bytes(ProvisionRequest, {
+      deviceName,
+      provisionDeviceCredentialsMsg: {
+        provisionDeviceKey: 'proto-key',
+        provisionDeviceSecret: secret,
+      },
+      ...extra,
+    });
+
+  /** One provisioning request on its own `provision` connection; the decoded answer. */
+  const provisionOverMqtt = async (payload: Buffer) => {
+    const p = await mqttConnect(t.gw.ports.mqtt, { username: 'provision' });
+    try {
+      await p.subscribeAsync('/provision/response', { qos: 1 });
+      const response = nextMessage(p, '/provision/response');
+      await p.publishAsync('/provision/request', payload, { qos: 1 });
+      return provisionAnswer((await response).payload);
+    } finally {
+      await p.endAsync();
+    }
+  };
+
+  it('MQTT: a ProvisionDeviceRequestMsg is answered with a ProvisionDeviceResponseMsg', async () => {
+    const token = await provisionOverMqtt(provisionBytes('proto-born-mqtt', 'proto-secret'));
+    assert.equal(token.status, 'SUCCESS');
+    assert.equal(token.credentialsType, 'ACCESS_TOKEN');
+    const born = await mqttConnect(t.gw.ports.mqtt, {
+      username: token.credentialsValue as string,
+    });
+    await born.endAsync();
+
+    // MQTT_BASIC credentials chosen by the device come back as their JSON text.
+    const basic = await provisionOverMqtt(
+      provisionBytes('proto-born-basic', 'proto-secret', {
+        credentialsType: 'MQTT_BASIC',
+        credentialsDataProto: {
+          validateBasicMqttCredRequestMsg: {
+            clientId: 'proto-client',
+            userName: 'proto-user',
+            password: 'proto-pass',
+          },
+        },
+      }),
+    );
+    assert.equal(basic.status, 'SUCCESS');
+    assert.equal(basic.credentialsType, 'MQTT_BASIC');
+    assert.deepEqual(JSON.parse(basic.credentialsValue as string), {
+      clientId: 'proto-client',
+      userName: 'proto-user',
+      password: 'proto-pass',
+    });
+    const viaBasic = await mqttConnect(t.gw.ports.mqtt, {
+      clientId: 'proto-client',
+      username: 'proto-user',
+      password: 'proto-pass',
+    });
+    await viaBasic.endAsync();
+
+    const refused = await provisionOverMqtt(provisionBytes('proto-never', 'wrong-secret'));
+    assert.equal(refused.status, 'NOT_FOUND');
+    assert.equal(refused.credentialsValue, '');
+  });
+
+  it('CoAP: a ProvisionDeviceRequestMsg is answered in Protobuf (2.01, or 4.00 when refused)', async () => {
+    const port = t.gw.ports.coap;
+    const ok = await coapRequest({
+      port,
+      method: 'POST',
+      pathname: '/api/v1/provision',
+      payload: provisionBytes('proto-born-coap', 'proto-secret'),
+    });
+    assert.equal(ok.code, '2.01');
+    assert.equal(ok.format, 'application/octet-stream');
+    const body = provisionAnswer(ok.payload);
+    assert.equal(body.status, 'SUCCESS');
+    const telemetry = await coapRequest({
+      port,
+      method: 'POST',
+      pathname: `/api/v1/${body.credentialsValue as string}/telemetry`,
+      payload: '{"born":1}',
+    });
+    assert.equal(telemetry.code, '2.01');
+
+    const refused = await coapRequest({
+      port,
+      method: 'POST',
+      pathname: '/api/v1/provision',
+      payload: provisionBytes('proto-never-coap', 'wrong-secret'),
+    });
+    assert.equal(refused.code, '4.00');
+    assert.equal(provisionAnswer(refused.payload).status, 'NOT_FOUND');
+    // JSON is still answered in JSON.
+    const json = await coapRequest({
+      port,
+      method: 'POST',
+      pathname: '/api/v1/provision',
+      payload: JSON.stringify({ provisionDeviceKey: 'proto-key', provisionDeviceSecret: 'x' }),
+    });
+    assert.equal(json.code, '4.00');
+    assert.equal(json.format, 'application/json');
+    assert.equal(JSON.parse(json.text).status, 'NOT_FOUND');
   });
 });

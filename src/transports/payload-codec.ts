@@ -10,10 +10,12 @@ import protobuf from 'protobufjs';
 import { parseKeyList } from '../attributes/attribute-service.js';
 import { deviceAttributesJson, sharedUpdateJson } from '../attributes/payloads.js';
 import type { KvValue, SharedAttributeUpdate, TypedAttributeKv } from '../attributes/types.js';
+import type { ClaimRequest } from '../claims/claim-service.js';
 import { parseJsonPayload } from '../common/json-payload.js';
 import { messageJson } from '../devices/proto-points.js';
 import type { PayloadSettings, ProtoTypes } from '../devices/transport-config.js';
 import { ValidationError } from '../errors.js';
+import type { ProvisionResponse } from '../provisioning/provision-service.js';
 import type { ToDeviceRpc } from '../rpc/types.js';
 import type { DecodedTelemetry } from '../telemetry/telemetry-parser.js';
 
@@ -38,6 +40,21 @@ message AttributeUpdateNotificationMsg { repeated TsKvProto sharedUpdated = 1;
   repeated string sharedDeleted = 2; }
 message RpcRequest { string method = 1; string params = 2; }
 message ToServerRpcResponseMsg { int32 requestId = 1; string payload = 2; string error = 3; }
+message ClaimDevice { string secretKey = 1; int64 durationMs = 2; }
+enum CredentialsType { ACCESS_TOKEN = 0; X509_CERTIFICATE = 1; MQTT_BASIC = 2; LWM2M_CREDENTIALS = 3; }
+message ValidateDeviceTokenRequestMsg { string token = 1; }
+message ValidateDeviceX509CertRequestMsg { string hash = 1; }
+message ValidateBasicMqttCredRequestMsg { string clientId = 1; string userName = 2; string password = 3; }
+message CredentialsDataProto { ValidateDeviceTokenRequestMsg validateDeviceTokenRequestMsg = 1;
+  ValidateDeviceX509CertRequestMsg validateDeviceX509CertRequestMsg = 2;
+  ValidateBasicMqttCredRequestMsg validateBasicMqttCredRequestMsg = 3; }
+message ProvisionDeviceCredentialsMsg { string provisionDeviceKey = 1; string provisionDeviceSecret = 2; }
+message ProvisionDeviceRequestMsg { string deviceName = 1; CredentialsType credentialsType = 2;
+  ProvisionDeviceCredentialsMsg provisionDeviceCredentialsMsg = 3;
+  CredentialsDataProto credentialsDataProto = 4; bool gateway = 5; }
+enum ResponseStatus { UNKNOWN = 0; SUCCESS = 1; NOT_FOUND = 2; FAILURE = 3; }
+message ProvisionDeviceResponseMsg { ResponseStatus status = 1; CredentialsType credentialsType = 2;
+  string credentialsValue = 3; }
 `).root;
 
 const T = {
@@ -46,6 +63,9 @@ const T = {
   attributeUpdate: FIXED.lookupType('transport.AttributeUpdateNotificationMsg'),
   clientRpcRequest: FIXED.lookupType('transport.RpcRequest'),
   clientRpcResponse: FIXED.lookupType('transport.ToServerRpcResponseMsg'),
+  claim: FIXED.lookupType('transport.ClaimDevice'),
+  provisionRequest: FIXED.lookupType('transport.ProvisionDeviceRequestMsg'),
+  provisionResponse: FIXED.lookupType('transport.ProvisionDeviceResponseMsg'),
 };
 
 const KV_TYPE = { BOOLEAN: 0, LONG: 1, DOUBLE: 2, STRING: 3, JSON: 4 } as const;
@@ -121,6 +141,22 @@ export class PayloadCodec {
     return {
       clientKeys: parseKeyList(req.clientKeys, 'clientKeys'),
       sharedKeys: parseKeyList(req.sharedKeys, 'sharedKeys'),
+    };
+  }
+
+  /**
+   * A claim request (device-api.md §5.1): the JSON payload as sent, or a Protobuf `ClaimDevice`
+   * read into the request (proto3 has no presence: an empty key or a zero duration is unset,
+   * as ThingsBoard reads them; compatibility mode tries JSON when the message does not decode).
+   */
+  claim(payload: Buffer, wire: Wire): Buffer | ClaimRequest {
+    if (!this.isProto(wire)) return payload;
+    const m = this.#decodeFixed(T.claim, payload, wire, 'claim');
+    if (m === undefined) return payload;
+    const durationMs = Number(m.durationMs ?? 0);
+    return {
+      secretKey: (m.secretKey as string | undefined) || undefined,
+      durationMs: durationMs > 0 ? durationMs : undefined,
     };
   }
 
@@ -257,6 +293,67 @@ export class PayloadCodec {
       throw new ValidationError(`${what}: not a valid ${type.name}`, { cause: err });
     }
   }
+}
+
+/**
+ * A provisioning request (device-api.md §6, reference transport-profiles.md §3): JSON first, and
+ * a Protobuf `ProvisionDeviceRequestMsg` when the payload is not JSON text, as ThingsBoard reads
+ * it on MQTT and CoAP (no profile is known yet). The body is in the JSON request's shape, for the
+ * same validation; `proto` says the answer goes back in Protobuf. Empty strings of the message
+ * are unset fields (proto3 has no presence), as a missing JSON member is.
+ */
+export function provisionRequest(payload: Buffer): { body: unknown; proto: boolean } {
+  const what = 'provision request';
+  let json: ValidationError;
+  try {
+    return { body: parseJsonPayload(payload, what), proto: false };
+  } catch (err) {
+    // An empty payload is neither: it stays the error it always was.
+    if (payload.byteLength === 0) throw err;
+    json = err as ValidationError;
+  }
+  let m: Record<string, unknown>;
+  try {
+    m = T.provisionRequest.toObject(T.provisionRequest.decode(payload), { enums: String });
+  } catch (err) {
+    throw new ValidationError(`${json.message}; nor is it a ProvisionDeviceRequestMsg`, {
+      cause: err,
+    });
+  }
+  const keys = (m.provisionDeviceCredentialsMsg ?? {}) as Record<string, string | undefined>;
+  const data = (m.credentialsDataProto ?? {}) as Record<string, Record<string, string> | undefined>;
+  const token = data.validateDeviceTokenRequestMsg ?? {};
+  const basic = data.validateBasicMqttCredRequestMsg ?? {};
+  const x509 = data.validateDeviceX509CertRequestMsg ?? {};
+  const set = (v: unknown) => (v === '' || v === undefined ? undefined : v);
+  return {
+    proto: true,
+    body: {
+      provisionDeviceKey: keys.provisionDeviceKey ?? '',
+      provisionDeviceSecret: keys.provisionDeviceSecret ?? '',
+      deviceName: set(m.deviceName),
+      credentialsType: m.credentialsType,
+      token: set(token.token),
+      clientId: set(basic.clientId),
+      username: set(basic.userName),
+      password: set(basic.password),
+      hash: set(x509.hash),
+      gateway: m.gateway === true ? true : undefined,
+    },
+  };
+}
+
+/** The answer to a provisioning request, in the format it came in. */
+export function provisionResponse(res: ProvisionResponse, proto: boolean): string | Buffer {
+  if (!proto) return JSON.stringify(res);
+  if (res.status !== 'SUCCESS') return encode(T.provisionResponse, { status: res.status });
+  const value = res.credentialsValue;
+  return encode(T.provisionResponse, {
+    status: res.status,
+    credentialsType: res.credentialsType,
+    // MQTT_BASIC credentials travel as their JSON text (ThingsBoard's credentialsValue).
+    credentialsValue: typeof value === 'string' ? value : JSON.stringify(value),
+  });
 }
 
 /** Client RPC params arrive as text: JSON when they parse, else the text itself. */

@@ -15,6 +15,8 @@ export interface CoapReply {
   readonly code: string;
   readonly payload: Buffer;
   readonly text: string;
+  /** The Content-Format option, by name (`application/json`, `application/octet-stream`). */
+  readonly format?: unknown;
 }
 
 export interface CoapCall {
@@ -48,7 +50,12 @@ export function coapRequest(call: CoapCall, timeoutMs = 5000): Promise<CoapReply
     req.on('response', (res: IncomingMessage) => {
       clearTimeout(timer);
       done();
-      resolve({ code: res.code, payload: res.payload, text: res.payload.toString('utf8') });
+      resolve({
+        code: res.code,
+        payload: res.payload,
+        text: res.payload.toString('utf8'),
+        format: res.headers['Content-Format'],
+      });
     });
     req.on('error', (err: Error) => {
       clearTimeout(timer);

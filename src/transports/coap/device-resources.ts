@@ -1,7 +1,6 @@
 import type { IncomingMessage, OutgoingMessage } from 'coap';
 import { parseKeyList } from '../../attributes/attribute-service.js';
 import { flatAttributesJson } from '../../attributes/payloads.js';
-import { parseJsonPayload as parseJson } from '../../common/json-payload.js';
 import { DEVICE_LIMITS, nonNegativeInt } from '../../common/limits.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
 import {
@@ -11,7 +10,7 @@ import {
   ValidationError,
 } from '../../errors.js';
 import type { DeviceCore } from '../device-core.js';
-import { PayloadCodec } from '../payload-codec.js';
+import { PayloadCodec, provisionRequest, provisionResponse } from '../payload-codec.js';
 
 /**
  * CoAP device resources (reference §10), one dispatcher by method and path:
@@ -323,7 +322,7 @@ async function feature(
     }
     case 'claim': {
       if (!post) methodNotAllowed();
-      core.messages.claim(device, req.payload);
+      core.messages.claim(device, codecOf(ctx, device).claim(req.payload, 'profile'));
       reply(res, '2.01');
       return;
     }
@@ -439,11 +438,16 @@ async function clientRpc(ctx: Ctx, device: DeviceIdentity): Promise<void> {
   replyPayload(ctx.res, '2.05', codec.clientRpcResponse(outcome.value, 0, 'profile'));
 }
 
-/** §6.4: 2.01 and the JSON on success; 4.00 and the JSON on NOT_FOUND or FAILURE. */
+/**
+ * §6.4: 2.01 and the JSON on success; 4.00 and the JSON on NOT_FOUND or FAILURE. A Protobuf
+ * request is answered the same way in Protobuf (Content-Format 42, transport-profiles.md §3).
+ */
 function provision(ctx: Ctx): void {
   const { core } = ctx;
-  const result = core.messages.provision(parseJson(ctx.req.payload, 'provision request'));
-  reply(ctx.res, result.status === 'SUCCESS' ? '2.01' : '4.00', JSON.stringify(result));
+  const { body, proto } = provisionRequest(ctx.req.payload);
+  const result = core.messages.provision(body);
+  const code = result.status === 'SUCCESS' ? '2.01' : '4.00';
+  replyPayload(ctx.res, code, provisionResponse(result, proto));
 }
 
 /** §7.2: `GET /fw/{token}?title=&version=&size=&chunk=`; Block2 is handled by the CoAP library. */

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { parseJsonPayload as parseJson } from '../../common/json-payload.js';
 import { DEVICE_LIMITS, nonNegativeInt } from '../../common/limits.js';
 import type { Subscription } from '../../common/subscriptions.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
@@ -9,7 +8,7 @@ import { NotFoundError, ValidationError } from '../../errors.js';
 import type { DeviceMessageService } from '../../messages/device-message-service.js';
 import type { OtaType } from '../../ota/ota-service.js';
 import type { DeviceCore } from '../device-core.js';
-import { PayloadCodec, type Wire } from '../payload-codec.js';
+import { PayloadCodec, provisionRequest, provisionResponse, type Wire } from '../payload-codec.js';
 import { GatewaySession } from './gateway-session.js';
 import { SparkplugSession } from './sparkplug-session.js';
 import {
@@ -161,7 +160,7 @@ export class DeviceSession {
       return 'handled';
     }
     if (topic === TOPIC.claim) {
-      core.messages.claim(device, payload);
+      core.messages.claim(device, codec.claim(payload, 'profile'));
       return 'handled';
     }
     return 'unknown-topic';
@@ -386,7 +385,7 @@ export class DeviceSession {
 
 /**
  * A provisioning-only connection (user name or client id `provision`, reference §6.4): one topic
- * in, one out.
+ * in, one out; JSON, or Protobuf answered in Protobuf (transport-profiles.md §3).
  */
 export class ProvisionSession {
   constructor(
@@ -396,8 +395,9 @@ export class ProvisionSession {
 
   publish(topic: string, payload: Buffer): PublishResult {
     if (topic !== TOPIC.provisionRequest) return 'unknown-topic';
-    const res = this.messages.provision(parseJson(payload, 'provision request'));
-    void this.send(TOPIC.provisionResponse, JSON.stringify(res), 1).catch(() => {
+    const { body, proto } = provisionRequest(payload);
+    const res = this.messages.provision(body);
+    void this.send(TOPIC.provisionResponse, provisionResponse(res, proto), 1).catch(() => {
       // The device went away before its answer: nothing to do, it provisions again.
     });
     return 'handled';
