@@ -110,6 +110,20 @@ describe('device-profile transport configuration', () => {
         }),
         /failed to parse telemetry proto schema/,
       ],
+      [
+        // Efento sensors' own CoAP protocol is not built: refused rather than served as DEFAULT.
+        {
+          name: 'efento',
+          transportType: 'COAP',
+          profileData: {
+            transportConfiguration: {
+              type: 'COAP',
+              coapDeviceTypeConfiguration: { coapDeviceType: 'EFENTO' },
+            },
+          },
+        },
+        /coapDeviceType EFENTO is not supported/,
+      ],
     ];
     for (const [body, problem] of refusals) {
       const res = await save(body);

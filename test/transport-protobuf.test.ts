@@ -115,6 +115,44 @@ function payloadConfig(extra: Record<string, unknown> = {}) {
   };
 }
 
+/** An MQTT profile with the example schemas (and `extra` payload settings). */
+function mqttProtoProfile(name: string, extra: Record<string, unknown> = {}) {
+  return {
+    name,
+    transportType: 'MQTT',
+    profileData: {
+      transportConfiguration: {
+        type: 'MQTT',
+        transportPayloadTypeConfiguration: payloadConfig(extra),
+      },
+    },
+  };
+}
+
+/** A CoAP profile with the example schemas. */
+function coapProtoProfile(name: string) {
+  return {
+    name,
+    transportType: 'COAP',
+    profileData: {
+      transportConfiguration: {
+        type: 'COAP',
+        coapDeviceTypeConfiguration: {
+          coapDeviceType: 'DEFAULT',
+          transportPayloadTypeConfiguration: payloadConfig(),
+        },
+      },
+    },
+  };
+}
+
+/** Saves a profile as the admin; its id. */
+async function saveProfile(t: TestGateway, admin: string, body: unknown): Promise<string> {
+  const res = await t.api('/api/deviceProfile', { token: admin, body });
+  assert.equal(res.status, 200, await res.clone().text());
+  return ((await res.json()) as { id: { id: string } }).id.id;
+}
+
 const READING = {
   temperature: 42,
   humidity: 60.5,
@@ -131,44 +169,23 @@ describe('PROTOBUF device profiles', () => {
   before(async () => {
     t = await startGateway();
     admin = await t.adminToken();
-    const save = async (body: unknown) => {
-      const res = await t.api('/api/deviceProfile', { token: admin, body });
-      assert.equal(res.status, 200, await res.clone().text());
-      return ((await res.json()) as { id: { id: string } }).id.id;
-    };
-    mqttProfile = await save({
-      name: 'proto-mqtt',
-      transportType: 'MQTT',
+    mqttProfile = await saveProfile(t, admin, mqttProtoProfile('proto-mqtt'));
+    compatProfile = await saveProfile(
+      t,
+      admin,
+      mqttProtoProfile('proto-compat', {
+        enableCompatibilityWithJsonPayloadFormat: true,
+        useJsonPayloadFormatForDefaultDownlinkTopics: true,
+      }),
+    );
+    coapProfile = await saveProfile(t, admin, coapProtoProfile('proto-coap'));
+    await saveProfile(t, admin, {
+      name: 'proto-provisioned',
       profileData: {
-        transportConfiguration: {
-          type: 'MQTT',
-          transportPayloadTypeConfiguration: payloadConfig(),
-        },
-      },
-    });
-    compatProfile = await save({
-      name: 'proto-compat',
-      transportType: 'MQTT',
-      profileData: {
-        transportConfiguration: {
-          type: 'MQTT',
-          transportPayloadTypeConfiguration: payloadConfig({
-            enableCompatibilityWithJsonPayloadFormat: true,
-            useJsonPayloadFormatForDefaultDownlinkTopics: true,
-          }),
-        },
-      },
-    });
-    coapProfile = await save({
-      name: 'proto-coap',
-      transportType: 'COAP',
-      profileData: {
-        transportConfiguration: {
-          type: 'COAP',
-          coapDeviceTypeConfiguration: {
-            coapDeviceType: 'DEFAULT',
-            transportPayloadTypeConfiguration: payloadConfig(),
-          },
+        provisionConfiguration: {
+          type: 'ALLOW_CREATE_NEW_DEVICES',
+          provisionDeviceKey: 'proto-key',
+          provisionDeviceSecret: 'proto-secret',
         },
       },
     });
@@ -409,64 +426,8 @@ describe('PROTOBUF device profiles', () => {
     assert.deepEqual(kvs(attrs.clientAttributeList), { firmwareVersion: '2.0.0' });
     assert.deepEqual(kvs(attrs.sharedAttributeList), { targetTemp: 20.5 });
   });
-});
 
-describe('Protobuf claiming and provisioning (transport-profiles.md §3)', () => {
-  let t: TestGateway;
-  let admin: string;
-  let mqttProfile: string;
-  let coapProfile: string;
-  let compatProfile: string;
-
-  before(async () => {
-    t = await startGateway();
-    admin = await t.adminToken();
-    const save = async (body: unknown) => {
-      const res = await t.api('/api/deviceProfile', { token: admin, body });
-      assert.equal(res.status, 200, await res.clone().text());
-      return ((await res.json()) as { id: { id: string } }).id.id;
-    };
-    const mqtt = (extra: Record<string, unknown> = {}) => ({
-      type: 'MQTT',
-      transportPayloadTypeConfiguration: payloadConfig(extra),
-    });
-    mqttProfile = await save({
-      name: 'claim-mqtt',
-      transportType: 'MQTT',
-      profileData: { transportConfiguration: mqtt() },
-    });
-    compatProfile = await save({
-      name: 'claim-compat',
-      transportType: 'MQTT',
-      profileData: {
-        transportConfiguration: mqtt({ enableCompatibilityWithJsonPayloadFormat: true }),
-      },
-    });
-    coapProfile = await save({
-      name: 'claim-coap',
-      transportType: 'COAP',
-      profileData: {
-        transportConfiguration: {
-          type: 'COAP',
-          coapDeviceTypeConfiguration: {
-            coapDeviceType: 'DEFAULT',
-            transportPayloadTypeConfiguration: payloadConfig(),
-          },
-        },
-      },
-    });
-    await save({
-      name: 'proto-provisioned',
-      profileData: {
-        provisionConfiguration: {
-          type: 'ALLOW_CREATE_NEW_DEVICES',
-          provisionDeviceKey: 'proto-key',
-          provisionDeviceSecret: 'proto-secret',
-        },
-      },
-    });
-  });
-  after(() => t.close());
+  // Claiming and provisioning (transport-profiles.md §3).
 
   /** The pending claim has `secretKey` and expires `durationMs` after it was sent (`start`). */
   const assertClaim = (deviceId: string, secretKey: string, durationMs: number, start: number) => {
@@ -476,43 +437,33 @@ describe('Protobuf claiming and provisioning (transport-profiles.md §3)', () =>
     assert.ok(claim.expirationTime <= Date.now() + durationMs, 'expires after the duration');
   };
 
-  it('MQTT: a ClaimDevice message on a PROTOBUF profile, JSON in compatibility mode', async () => {
-    const d = await createProfiledDevice(t, 'proto-claim-mqtt', mqttProfile);
+  /** A new device of `profileId` publishes `payload` on the claim topic; its id. */
+  const claimOverMqtt = async (name: string, profileId: string, payload: Buffer | string) => {
+    const d = await createProfiledDevice(t, name, profileId);
     const c = await mqttConnect(t.gw.ports.mqtt, { username: d.token });
-    const start = Date.now();
     try {
-      await c.publishAsync(
-        'v1/devices/me/claim',
-        bytes(ClaimDevice, { secretKey: 'proto-secret', durationMs: 60_000 }),
-        { qos: 1 },
-      );
+      await c.publishAsync('v1/devices/me/claim', payload, { qos: 1 });
     } finally {
       await c.endAsync();
     }
-    assertClaim(d.id, 'proto-secret', 60_000, start);
+    return d.id;
+  };
 
+  it('MQTT: a ClaimDevice message on a PROTOBUF profile, JSON in compatibility mode', async () => {
+    const start = Date.now();
+    const claim = bytes(ClaimDevice, { secretKey: 'proto-secret', durationMs: 60_000 });
+    assertClaim(
+      await claimOverMqtt('proto-claim-mqtt', mqttProfile, claim),
+      'proto-secret',
+      60_000,
+      start,
+    );
     // Unset fields (an empty message): secret "" and the default duration (24 h), as from JSON.
-    const e = await createProfiledDevice(t, 'proto-claim-empty', mqttProfile);
-    const ce = await mqttConnect(t.gw.ports.mqtt, { username: e.token });
-    try {
-      await ce.publishAsync('v1/devices/me/claim', Buffer.alloc(0), { qos: 1 });
-    } finally {
-      await ce.endAsync();
-    }
-    assertClaim(e.id, '', 86_400_000, start);
-
-    const j = await createProfiledDevice(t, 'proto-claim-compat', compatProfile);
-    const cj = await mqttConnect(t.gw.ports.mqtt, { username: j.token });
-    try {
-      await cj.publishAsync(
-        'v1/devices/me/claim',
-        JSON.stringify({ secretKey: 'json-secret', durationMs: 120_000 }),
-        { qos: 1 },
-      );
-    } finally {
-      await cj.endAsync();
-    }
-    assertClaim(j.id, 'json-secret', 120_000, start);
+    const empty = await claimOverMqtt('proto-claim-empty', mqttProfile, Buffer.alloc(0));
+    assertClaim(empty, '', 86_400_000, start);
+    const json = JSON.stringify({ secretKey: 'json-secret', durationMs: 120_000 });
+    const compat = await claimOverMqtt('proto-claim-compat', compatProfile, json);
+    assertClaim(compat, 'json-secret', 120_000, start);
   });
 
   it('CoAP: a ClaimDevice message on a PROTOBUF profile', async () => {
@@ -601,39 +552,27 @@ describe('Protobuf claiming and provisioning (transport-profiles.md §3)', () =>
 
   it('CoAP: a ProvisionDeviceRequestMsg is answered in Protobuf (2.01, or 4.00 when refused)', async () => {
     const port = t.gw.ports.coap;
-    const ok = await coapRequest({
-      port,
-      method: 'POST',
-      pathname: '/api/v1/provision',
-      payload: provisionBytes('proto-born-coap', 'proto-secret'),
-    });
+    const post = (pathname: string, payload: Buffer | string) =>
+      coapRequest({ port, method: 'POST', pathname, payload });
+    const ok = await post('/api/v1/provision', provisionBytes('proto-born-coap', 'proto-secret'));
     assert.equal(ok.code, '2.01');
     assert.equal(ok.format, 'application/octet-stream');
     const body = provisionAnswer(ok.payload);
     assert.equal(body.status, 'SUCCESS');
-    const telemetry = await coapRequest({
-      port,
-      method: 'POST',
-      pathname: `/api/v1/${body.credentialsValue as string}/telemetry`,
-      payload: '{"born":1}',
-    });
+    const telemetry = await post(
+      `/api/v1/${body.credentialsValue as string}/telemetry`,
+      '{"born":1}',
+    );
     assert.equal(telemetry.code, '2.01');
 
-    const refused = await coapRequest({
-      port,
-      method: 'POST',
-      pathname: '/api/v1/provision',
-      payload: provisionBytes('proto-never-coap', 'wrong-secret'),
-    });
+    const refused = await post('/api/v1/provision', provisionBytes('proto-never-coap', 'x'));
     assert.equal(refused.code, '4.00');
     assert.equal(provisionAnswer(refused.payload).status, 'NOT_FOUND');
     // JSON is still answered in JSON.
-    const json = await coapRequest({
-      port,
-      method: 'POST',
-      pathname: '/api/v1/provision',
-      payload: JSON.stringify({ provisionDeviceKey: 'proto-key', provisionDeviceSecret: 'x' }),
-    });
+    const json = await post(
+      '/api/v1/provision',
+      JSON.stringify({ provisionDeviceKey: 'proto-key', provisionDeviceSecret: 'x' }),
+    );
     assert.equal(json.code, '4.00');
     assert.equal(json.format, 'application/json');
     assert.equal(JSON.parse(json.text).status, 'NOT_FOUND');
