@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import type { MqttClient } from 'mqtt';
 import type { Browser, Page } from 'playwright-core';
 import { launchBrowser, newPage, screenshot, signIn } from './helpers/browser.js';
 import {
@@ -9,6 +10,7 @@ import {
   type TestGateway,
   waitFor,
 } from './helpers/gateway.js';
+import { mqttConnect } from './helpers/mqtt.js';
 import { raiseAlarm, startSmtp } from './helpers/notify.js';
 import { activateUser, createCustomer, createUser } from './helpers/users.js';
 
@@ -20,6 +22,7 @@ let t: TestGateway;
 let browser: Browser;
 let page: Page;
 let smtp: Awaited<ReturnType<typeof startSmtp>>;
+let boiler: MqttClient | undefined;
 
 before(async () => {
   t = await startGateway({ config: { telemetry: { maxPoints: 2_000_000 } } });
@@ -29,6 +32,7 @@ before(async () => {
 });
 
 after(async () => {
+  await boiler?.endAsync();
   await browser?.close();
   await smtp?.close();
   await t?.close();
@@ -218,4 +222,97 @@ test('alarm assignment: the admin and a customer user pick an assignee who can s
   await benDialog.getByRole('button', { name: 'Unassign' }).click();
   await waitFor(async () => (await assignee()) === undefined, 30_000, 'the alarm unassigned');
   await p.close();
+});
+
+test('scheduler events: edited on the page (prefilled form, next run shown), disabled and enabled', async () => {
+  const admin = await t.adminToken();
+  const d = await createDevice(t, 'Boiler 7');
+  const device = await mqttConnect(t.gw.ports.mqtt, { username: d.token });
+  boiler = device;
+  await device.subscribeAsync('v1/devices/me/attributes');
+  const received: Array<Record<string, unknown>> = [];
+  device.on('message', (topic, payload) => {
+    if (topic === 'v1/devices/me/attributes') received.push(JSON.parse(payload.toString()));
+  });
+  const start = Date.now() + 86_400_000;
+  const created = await t.api('/api/schedulerEvent', {
+    token: admin,
+    body: {
+      name: 'Morning mode',
+      type: 'UPDATE_ATTRIBUTES',
+      schedule: { timezone: 'UTC', startTime: start, repeat: { type: 'DAILY' } },
+      configuration: {
+        originatorId: { entityType: 'DEVICE', id: d.id },
+        msgType: 'POST_ATTRIBUTES_REQUEST',
+        msgBody: { mode: 'day' },
+        metadata: { scope: 'SHARED_SCOPE' },
+      },
+    },
+  });
+  assert.equal(created.status, 200);
+  const id = ((await created.json()) as { id: { id: string } }).id.id;
+  const event = () =>
+    adminGet<{ name: string; enabled: boolean; version: number; schedule: { cron?: string } }>(
+      `/api/schedulerEvent/${id}`,
+    );
+
+  await page.goto(`${t.baseUrl}/settings`);
+  await page.getByRole('tab', { name: 'Scheduler events' }).click();
+  const table = page.getByRole('table', { name: 'Scheduler events' });
+  const row = table.locator('tr', { hasText: 'Morning mode' });
+  // The next run is tomorrow's start (the scheduler host's job), not "none".
+  await row
+    .getByRole('cell')
+    .nth(3)
+    .filter({ hasText: new Date(start).toLocaleDateString() })
+    .waitFor();
+  await row.getByRole('button', { name: 'Edit' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Edit scheduler event Morning mode' });
+  assert.equal(await dialog.getByLabel('Name').inputValue(), 'Morning mode');
+  assert.equal(await dialog.getByLabel(/^Body/).inputValue(), '{"mode":"day"}');
+  assert.equal(await dialog.getByLabel('Repeat').inputValue(), 'DAILY');
+  assert.equal(await dialog.getByLabel('Action').inputValue(), 'SHARED_SCOPE');
+  await dialog.getByLabel('Device').locator('option:checked', { hasText: 'Boiler 7' }).waitFor({
+    state: 'attached',
+  });
+  await dialog.getByText(/^Next run: /).waitFor();
+  await dialog.getByLabel('Name').fill('Early mode');
+  await dialog.getByLabel(/^Body/).fill('{"mode":"early"}');
+  await dialog.getByLabel('Schedule by cron expression').check();
+  await dialog.getByLabel('Cron expression', { exact: true }).fill('* * * * * *');
+  await screenshot(page, 'settings-scheduler-edit');
+  await dialog.getByRole('button', { name: 'Save' }).click();
+  await table.getByRole('cell', { name: 'Early mode', exact: true }).waitFor();
+  await waitFor(() => received.some((m) => m.mode === 'early'), 30_000, 'the edited action');
+  const edited = await event();
+  assert.equal(edited.name, 'Early mode');
+  assert.equal(edited.schedule.cron, '* * * * * *');
+  assert.equal(edited.version, 2);
+  assert.equal(
+    ((await adminGet<unknown[]>('/api/schedulerEvents')) as unknown[]).length,
+    1,
+    'edited in place, not added',
+  );
+
+  // Disabled on the page: the job is no longer armed; enabled again: it is.
+  const armed = async () =>
+    (await adminGet<{ jobs: Array<{ key: string }> }>('/api/scheduler/jobs')).jobs.some(
+      (j) => j.key === id,
+    );
+  const toggle = table.getByLabel('Enabled: Early mode');
+  await toggle.click();
+  await waitFor(async () => (await event()).enabled === false, 30_000, 'the event disabled');
+  assert.equal(await armed(), false);
+  // The next-run cell empties: nothing is armed.
+  await table
+    .locator('tr', { hasText: 'Early mode' })
+    .getByRole('cell')
+    .nth(3)
+    .filter({ hasText: /^$/ })
+    .waitFor();
+  assert.equal(await toggle.isChecked(), false);
+  await toggle.click();
+  await waitFor(async () => (await event()).enabled === true, 30_000, 'the event enabled');
+  assert.equal(await armed(), true);
+  assert.equal(await toggle.isChecked(), true);
 });

@@ -257,11 +257,20 @@ interface SchedulerEvent {
   type: string;
   enabled?: boolean;
   createdTime?: number;
+  version?: number;
+  /** Ours, from the scheduler host: when the armed event runs next. */
+  nextRun?: number | null;
   schedule: {
     timezone?: string;
     startTime?: number;
     cron?: string;
-    repeat?: { type: string; repeatOn?: number[] } | null;
+    repeat?: {
+      type: string;
+      repeatOn?: number[];
+      repeatInterval?: number | null;
+      timeUnit?: string | null;
+      endsOn?: number | null;
+    } | null;
   };
   configuration: {
     originatorId: { entityType: string; id: string };
@@ -278,15 +287,34 @@ function scheduleText(e: SchedulerEvent): string {
   return s.repeat ? `${s.repeat.type.toLowerCase()} from ${at}` : `once at ${at}`;
 }
 
+/** The next run of each armed event, from the scheduler host (`GET /api/scheduler/jobs`). */
+interface Jobs {
+  jobs: Array<{ key: string; nextRun: number | null }>;
+}
+
 function SchedulerEvents() {
-  const list = useLoad(() => api<SchedulerEvent[]>('/api/schedulerEvents'), []);
-  const [adding, setAdding] = useState(false);
+  const list = useLoad(
+    () =>
+      Promise.all([
+        api<SchedulerEvent[]>('/api/schedulerEvents'),
+        api<Jobs>('/api/scheduler/jobs'),
+      ]).then(([events, jobs]) => {
+        const next = new Map(jobs.jobs.map((j) => [j.key, j.nextRun]));
+        return events.map((e) => ({ ...e, nextRun: next.get(e.id.id) ?? null }));
+      }),
+    [],
+  );
+  const [editing, setEditing] = useState<SchedulerEvent | 'new' | null>(null);
   const act = useAction();
+  const setEnabled = (e: SchedulerEvent, enabled: boolean) =>
+    void act
+      .run(() => api('/api/schedulerEvent', { body: { ...e, nextRun: undefined, enabled } }))
+      .then(list.reload);
   return (
     <div class="stack">
       <div class="bar">
         <h2>Scheduler events</h2>
-        <BarButton primary label="Add scheduler event" onClick={() => setAdding(true)} />
+        <BarButton primary label="Add scheduler event" onClick={() => setEditing('new')} />
       </div>
       <ErrorText error={list.error || act.error} />
       <EntityTable
@@ -298,26 +326,46 @@ function SchedulerEvents() {
           { title: 'Name', cell: (e) => e.name },
           { title: 'Action', cell: (e) => e.configuration.msgType },
           { title: 'Schedule', cell: scheduleText },
-          { title: 'Enabled', cell: (e) => (e.enabled === false ? 'No' : 'Yes') },
+          {
+            title: 'Next run',
+            cell: (e) => (e.nextRun ? formatTs(e.nextRun) : e.enabled === false ? '' : 'none'),
+          },
+          {
+            title: 'Enabled',
+            cell: (e) => (
+              <input
+                type="checkbox"
+                checked={e.enabled !== false}
+                aria-label={`Enabled: ${e.name}`}
+                onChange={(ev) => setEnabled(e, ev.currentTarget.checked)}
+              />
+            ),
+          },
           {
             title: 'Actions',
             class: 'actions',
             cell: (e) => (
-              <DeleteButton
-                act={act}
-                what={`scheduler event ${e.name}`}
-                path={`/api/schedulerEvent/${e.id.id}`}
-                then={list.reload}
-              />
+              <>
+                <button type="button" onClick={() => setEditing(e)}>
+                  Edit
+                </button>
+                <DeleteButton
+                  act={act}
+                  what={`scheduler event ${e.name}`}
+                  path={`/api/schedulerEvent/${e.id.id}`}
+                  then={list.reload}
+                />
+              </>
             ),
           },
         ]}
       />
-      {adding && (
+      {editing && (
         <SchedulerDialog
-          onClose={() => setAdding(false)}
+          event={editing === 'new' ? undefined : editing}
+          onClose={() => setEditing(null)}
           onSaved={() => {
-            setAdding(false);
+            setEditing(null);
             list.reload();
           }}
         />
@@ -341,7 +389,22 @@ const REPEATS = [
   ['TIMER', 'Every N seconds, minutes or hours'],
 ] as const;
 
-function SchedulerDialog(props: { onClose: () => void; onSaved: () => void }) {
+/** A time for a `datetime-local` input (local time, minutes). */
+function localInput(ms: number | null | undefined): string | undefined {
+  if (!ms) return undefined;
+  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60_000);
+  return d.toISOString().slice(0, 16);
+}
+
+function SchedulerDialog(props: {
+  event?: SchedulerEvent;
+  onClose: () => void;
+  onSaved: () => void;
+}) {
+  const e = props.event;
+  const rep = e?.schedule.repeat ?? null;
+  const cfg = e?.configuration;
+  const rpcEvent = cfg?.msgType === 'RPC_CALL_FROM_SERVER_TO_DEVICE';
   const devices = useLoad(
     () =>
       api<PageData<{ id: Id; name: string }>>(
@@ -349,8 +412,8 @@ function SchedulerDialog(props: { onClose: () => void; onSaved: () => void }) {
       ),
     [],
   );
-  const [byCron, setByCron] = useState(false);
-  const [repeat, setRepeat] = useState('');
+  const [byCron, setByCron] = useState(Boolean(e?.schedule.cron));
+  const [repeat, setRepeat] = useState(rep?.type ?? '');
   const save = async (f: FormData) => {
     const action = String(f.get('action'));
     let msgBody: unknown;
@@ -377,6 +440,7 @@ function SchedulerDialog(props: { onClose: () => void; onSaved: () => void }) {
     const rpc = action === 'RPC';
     await api('/api/schedulerEvent', {
       body: {
+        ...(e && { id: e.id, version: e.version, enabled: e.enabled }),
         name: String(f.get('name')),
         type: rpc ? 'RPC_CALL' : 'UPDATE_ATTRIBUTES',
         schedule: { timezone: Intl.DateTimeFormat().resolvedOptions().timeZone, ...schedule },
@@ -391,25 +455,61 @@ function SchedulerDialog(props: { onClose: () => void; onSaved: () => void }) {
     props.onSaved();
   };
   return (
-    <FormDialog title="Add scheduler event" label="Save" onClose={props.onClose} onSubmit={save}>
-      <Field label="Name" name="name" required />
+    <FormDialog
+      title={e ? `Edit scheduler event ${e.name}` : 'Add scheduler event'}
+      label="Save"
+      onClose={props.onClose}
+      onSubmit={save}
+    >
+      {e && (
+        <p>
+          Next run: {e.nextRun ? formatTs(e.nextRun) : 'none'}
+          {e.enabled === false && ' (disabled)'}
+        </p>
+      )}
+      <Field label="Name" name="name" required defaultValue={e?.name} />
+      {devices.data && (
+        <Select
+          label="Device"
+          name="device"
+          required
+          options={devices.data.data.map((d) => [d.id.id, d.name] as const)}
+          initial={cfg?.originatorId.id}
+        />
+      )}
       <Select
-        label="Device"
-        name="device"
-        required
-        options={devices.data?.data.map((d) => [d.id.id, d.name] as const) ?? []}
+        label="Action"
+        name="action"
+        options={ACTIONS}
+        initial={cfg && (rpcEvent ? 'RPC' : (cfg.metadata?.scope ?? 'SERVER_SCOPE'))}
       />
-      <Select label="Action" name="action" options={ACTIONS} />
       <label>
         Body (JSON: attributes, or {'{"method", "params"}'} for an RPC)
-        <textarea name="body" rows={3} required defaultValue="{}" />
+        <textarea
+          name="body"
+          rows={3}
+          required
+          defaultValue={cfg ? JSON.stringify(cfg.msgBody ?? {}) : '{}'}
+        />
       </label>
       <Check checked={byCron} onChange={setByCron} label="Schedule by cron expression" />
       {byCron ? (
-        <Field label="Cron expression" name="cron" required placeholder="0 30 6 * * 1-5" />
+        <Field
+          label="Cron expression"
+          name="cron"
+          required
+          placeholder="0 30 6 * * 1-5"
+          defaultValue={e?.schedule.cron}
+        />
       ) : (
         <>
-          <Field label="Start" name="start" type="datetime-local" required />
+          <Field
+            label="Start"
+            name="start"
+            type="datetime-local"
+            required
+            defaultValue={localInput(e?.schedule.startTime)}
+          />
           <Select
             label="Repeat"
             name="repeat"
@@ -425,18 +525,30 @@ function SchedulerDialog(props: { onClose: () => void; onSaved: () => void }) {
                 type="number"
                 min={1}
                 required
-                defaultValue="1"
+                defaultValue={String(rep?.repeatInterval ?? 1)}
               />
-              <Select label="Unit" name="timeUnit" options={TIME_UNITS} />
+              <Select label="Unit" name="timeUnit" options={TIME_UNITS} initial={rep?.timeUnit} />
             </div>
           )}
-          {repeat && <Field label="Ends on (empty: never)" name="endsOn" type="datetime-local" />}
+          {repeat && (
+            <Field
+              label="Ends on (empty: never)"
+              name="endsOn"
+              type="datetime-local"
+              defaultValue={localInput(rep?.endsOn)}
+            />
+          )}
           {repeat === 'WEEKLY' && (
             <fieldset class="row">
               <legend>Days</legend>
               {['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'].map((d, i) => (
                 <label key={d} class="check">
-                  <input type="checkbox" name="day" value={i} />
+                  <input
+                    type="checkbox"
+                    name="day"
+                    value={i}
+                    defaultChecked={rep?.repeatOn?.includes(i)}
+                  />
                   {d}
                 </label>
               ))}
