@@ -15,6 +15,7 @@ import {
   alarmRule,
   type Mail,
   raiseAlarm,
+  requestSent,
   startRecorder,
   startSmtp,
 } from './helpers/notify.js';
@@ -158,12 +159,7 @@ describe('notification rules and targets', () => {
         mails.every((m) => m.data.includes(`Hello ${m.to[0]}`)),
         'recipientEmail filled',
       );
-      const done = await waitFor(async () => {
-        const r = (await (
-          await t.api(`/api/notification/request/${sent.id.id}`, { token: await t.adminToken() })
-        ).json()) as RequestInfo;
-        return r.status === 'SENT' ? r : undefined;
-      });
+      const done = await requestSent(t, sent.id.id);
       assert.deepEqual(done.stats.sent, { EMAIL: expect.length });
     }
 
@@ -267,12 +263,7 @@ describe('notification bounds', () => {
         emails.slice(2),
         'in order, the two oldest dropped',
       );
-      const r = await waitFor(async () => {
-        const x = (await (
-          await t.api(`/api/notification/request/${sent.id.id}`, { token: await t.adminToken() })
-        ).json()) as RequestInfo;
-        return x.status === 'SENT' ? x : undefined;
-      });
+      const r = await requestSent(t, sent.id.id, 30_000);
       assert.deepEqual(r.stats.sent, { EMAIL: 10 });
     } finally {
       await smtp.close();

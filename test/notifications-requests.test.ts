@@ -9,8 +9,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Notification, RequestInfo } from '../src/notifications/types.js';
-import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
-import { adminPost, startRecorder, startSmtp } from './helpers/notify.js';
+import { startGateway, type TestGateway } from './helpers/gateway.js';
+import { adminPost, requestSent, startRecorder, startSmtp } from './helpers/notify.js';
 
 interface Page<T> {
   data: T[];
@@ -58,16 +58,6 @@ describe('notification requests', () => {
     assert.equal(res.status, 200, `${path}: ${await res.clone().text()}`);
     return (await res.json()) as T;
   };
-  const request = (id: string) => get<RequestInfo>(`/api/notification/request/${id}`);
-  const untilSent = (id: string) =>
-    waitFor(
-      async () => {
-        const r = await request(id);
-        return r.status === 'SENT' ? r : undefined;
-      },
-      20_000,
-      `request ${id} to be SENT`,
-    );
   const inbox = () => get<Page<Notification>>('/api/notifications?pageSize=100&page=0');
   const send = (body: unknown) => adminPost<RequestInfo>(t, '/api/notification/request', body);
   const webOnly = (subject: string, sendingDelayInSec = 0) => ({
@@ -106,7 +96,7 @@ describe('notification requests', () => {
     assert.equal(sent.status, 'PROCESSING', 'two emails and a webhook are still in the outbox');
     assert.deepEqual(sent.stats.sent, { WEB: 1 });
 
-    const done = await untilSent(sent.id.id);
+    const done = await requestSent(t, sent.id.id);
     assert.deepEqual(done.stats.sent, { WEB: 1, EMAIL: 2 });
     assert.equal(done.stats.totalErrors, 1);
     const hookError = done.stats.errors.WEBHOOK?.[`${refusing.url}/hook`];
@@ -160,7 +150,7 @@ describe('notification requests', () => {
       (await inbox()).data.some((n) => n.subject === 'In a second'),
       false,
     );
-    const delivered = await untilSent(soon.id.id);
+    const delivered = await requestSent(t, soon.id.id);
     assert.deepEqual(delivered.stats.sent, { WEB: 1 });
     const entry = (await inbox()).data.find((n) => n.subject === 'In a second');
     assert.equal(entry?.requestId?.id, soon.id.id);

@@ -2,7 +2,8 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
-import type { TestGateway } from './gateway.js';
+import type { RequestInfo } from '../../src/notifications/types.js';
+import { type TestGateway, waitFor } from './gateway.js';
 
 export interface Mail {
   readonly from: string;
@@ -170,4 +171,17 @@ export async function raiseAlarm(
     details,
   });
   return alarm.id.id;
+}
+
+/** Waits until an ad-hoc notification request is SENT (nothing of it undelivered); returns it. */
+export function requestSent(t: TestGateway, id: string, timeoutMs = 20_000): Promise<RequestInfo> {
+  return waitFor(
+    async () => {
+      const res = await t.api(`/api/notification/request/${id}`, { token: await t.adminToken() });
+      const r = (await res.json()) as RequestInfo;
+      return r.status === 'SENT' ? r : undefined;
+    },
+    timeoutMs,
+    `request ${id} to be SENT`,
+  );
 }
