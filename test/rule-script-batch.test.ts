@@ -9,8 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { GatewayMsg } from '../src/messages/types.js';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
-
-const P = 'org.thingsboard.rule.engine.';
+import { chainFile, type Link, type NodeDef } from './helpers/rule-chain.js';
 
 describe('script nodes on batches of messages', () => {
   let t: TestGateway;
@@ -50,27 +49,16 @@ describe('script nodes on batches of messages', () => {
   const failed = async (chainId: string) => (await stats(chainId))?.failed;
   /** A chain of the given nodes in a row (Success/True links), ending in save attributes. */
   const useChain = async (name: string, scripts: Array<[type: string, script: string]>) => {
-    const nodes = [
-      ...scripts.map(([type, jsScript], i) => ({
-        type: `${P}${type}`,
-        name: `script ${i}`,
-        configuration: { scriptLang: 'JS', jsScript },
-      })),
-      {
-        type: `${P}telemetry.TbMsgAttributesNode`,
-        name: 'Save',
-        configuration: { scope: 'SERVER_SCOPE' },
-      },
-    ];
-    const connections = scripts.map(([type], i) => ({
-      fromIndex: i,
-      toIndex: i + 1,
-      type: type.includes('Filter') ? 'True' : 'Success',
-    }));
-    const file = {
-      ruleChain: { name, type: 'CORE', root: false, debugMode: false, configuration: null },
-      metadata: { firstNodeIndex: 0, nodes, connections, ruleChainConnections: null },
-    };
+    const file = chainFile(
+      name,
+      [
+        ...scripts.map(
+          ([type, jsScript], i): NodeDef => [type, `script ${i}`, { scriptLang: 'JS', jsScript }],
+        ),
+        ['telemetry.TbMsgAttributesNode', 'Save', { scope: 'SERVER_SCOPE' }],
+      ],
+      scripts.map(([type], i): Link => [i, i + 1, type.includes('Filter') ? 'True' : 'Success']),
+    );
     const id = ((await api('/api/ruleChain/import', file)).id as { id: string }).id;
     await api(`/api/ruleChain/${id}/root`, undefined, 'POST');
     // The sandbox loads on the first script call: one message first, so that the rest are batched.
