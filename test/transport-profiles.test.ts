@@ -234,6 +234,33 @@ describe('device-profile transport configuration', () => {
     }
   });
 
+  it('a device moved to another profile is disconnected and reconnects under its rules', async () => {
+    const from = await saved(mqttProfile('move-from', { deviceTelemetryTopic: 'from/+/t' }));
+    const to = await saved(mqttProfile('move-to', { deviceTelemetryTopic: 'to/+/t' }));
+    const d = await createProfiledDevice(t, 'mover', from.id.id);
+    const c = await mqttConnect(t.gw.ports.mqtt, { username: d.token, protocolVersion: 5 });
+    try {
+      const disconnect = new Promise<number | undefined>((resolve) =>
+        c.once('disconnect', (p) => resolve(p.reasonCode)),
+      );
+      const device = (await (await t.api(`/api/device/${d.id}`, { token: admin })).json()) as {
+        deviceProfileId: unknown;
+      };
+      device.deviceProfileId = { entityType: 'DEVICE_PROFILE', id: to.id.id };
+      assert.equal((await t.api('/api/device', { token: admin, body: device })).status, 200);
+      assert.equal(await disconnect, 0x98);
+    } finally {
+      c.end(true);
+    }
+    const again = await mqttConnect(t.gw.ports.mqtt, { username: d.token });
+    try {
+      await again.publishAsync('to/mover/t', '{"moved":1}', { qos: 1 });
+      assert.equal(await latest(t, d.id, 'moved'), 1);
+    } finally {
+      await again.endAsync();
+    }
+  });
+
   it('sendAckOnValidationException keeps a 3.1.1 session after a bad payload; nothing stored', async () => {
     const profile = await saved(mqttProfile('lenient', { sendAckOnValidationException: true }));
     const d = await createProfiledDevice(t, 'lenient-1', profile.id.id);

@@ -466,6 +466,21 @@ describe('PROTOBUF device profiles', () => {
     assertClaim(compat, 'json-secret', 120_000, start);
   });
 
+  it('CoAP: client-side RPC in Protobuf (RpcRequest / ToServerRpcResponseMsg)', async () => {
+    const d = await createProfiledDevice(t, 'proto-coap-client-rpc', coapProfile);
+    const res = await coapRequest({
+      port: t.gw.ports.coap,
+      method: 'POST',
+      pathname: `/api/v1/${d.token}/rpc`,
+      payload: bytes(ClientRpcRequest, { method: 'getCurrentTime', params: '{}' }),
+    });
+    assert.equal(res.code, '2.05');
+    assert.equal(res.format, 'application/octet-stream');
+    // Answered by the default root chain's getCurrentTime.
+    const answer = read(ClientRpcResponse, res.payload);
+    assert.ok(Math.abs(Number(answer.payload) - Date.now()) < 60_000, JSON.stringify(answer));
+  });
+
   it('CoAP: a ClaimDevice message on a PROTOBUF profile', async () => {
     const d = await createProfiledDevice(t, 'proto-claim-coap', coapProfile);
     const start = Date.now();
