@@ -52,6 +52,10 @@ const ROUTES: Array<{ path: string; load: Loader }> = [
   },
   { path: '/settings', load: () => import('./pages/settings.js').then((m) => m.SettingsPage) },
   { path: '/upstream', load: () => import('./pages/upstream.js').then((m) => m.UpstreamPage) },
+  {
+    path: '/connectors',
+    load: () => import('./pages/connectors.js').then((m) => m.ConnectorsPage),
+  },
 ];
 
 const loaded = new Map<Loader, ComponentType<PageProps>>();
@@ -165,6 +169,7 @@ function Nav(props: { user: User; path: string; live: LiveState; client: LiveCli
           ['/notification-center', 'Notification setup'],
           ['/settings', 'Settings'],
           ['/upstream', 'Upstream'],
+          ['/connectors', 'Connectors'],
         ] as Array<[string, string]>)
       : []),
     ['/dashboards', 'Dashboards'],
