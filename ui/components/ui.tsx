@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { errorText } from '../lib/api.js';
+import { api, errorText } from '../lib/api.js';
 
 /** Small shared pieces of the pages: data loading, dialogs, messages, paging, copy. */
 
@@ -24,6 +24,36 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
   }, [...deps, tick]);
   const reload = useCallback(() => setTick((t) => t + 1), []);
   return { data, error, reload };
+}
+
+/**
+ * GETs `path` now and again `everyMs` after each answer, while mounted (a page's live status);
+ * keeps the last data, and the error of the last attempt.
+ */
+export function usePoll<T>(path: string, everyMs: number): { data: T | undefined; error: string } {
+  const [data, setData] = useState<T | undefined>(undefined);
+  const [error, setError] = useState('');
+  useEffect(() => {
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const poll = async () => {
+      try {
+        const d = await api<T>(path);
+        if (stopped) return;
+        setData(d);
+        setError('');
+      } catch (err) {
+        if (!stopped) setError(errorText(err));
+      }
+      if (!stopped) timer = setTimeout(() => void poll(), everyMs);
+    };
+    void poll();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, [path, everyMs]);
+  return { data, error };
 }
 
 /** Runs an action, keeping its error to show; returns whether it succeeded. */

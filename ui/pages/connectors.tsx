@@ -1,9 +1,9 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { Connector, ConnectorStatus } from '../../src/connectors/connector-service.js';
 import type { ConnectorType } from '../../src/connectors/types.js';
 import { DeleteButton, Field } from '../components/list.js';
-import { ErrorText, formatTs, useAction, useLoad } from '../components/ui.js';
-import { api, errorText } from '../lib/api.js';
+import { ErrorText, formatTs, useAction, useLoad, usePoll } from '../components/ui.js';
+import { api } from '../lib/api.js';
 
 /**
  * Connectors (issue 17; docs/connectors.md): Modbus and serial-line connectors, each with its
@@ -14,35 +14,11 @@ import { api, errorText } from '../lib/api.js';
 
 const STATUS_POLL_MS = 2000;
 
-/** One connector's status, polled while it is on the page. */
-function useStatus(id: string): { status: ConnectorStatus | undefined; error: string } {
-  const [status, setStatus] = useState<ConnectorStatus | undefined>(undefined);
-  const [error, setError] = useState('');
-  useEffect(() => {
-    let stopped = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const poll = async () => {
-      try {
-        const s = await api<ConnectorStatus>(`/api/connector/${id}/status`);
-        if (stopped) return;
-        setStatus(s);
-        setError('');
-      } catch (err) {
-        if (!stopped) setError(errorText(err));
-      }
-      if (!stopped) timer = setTimeout(() => void poll(), STATUS_POLL_MS);
-    };
-    void poll();
-    return () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
-  }, [id]);
-  return { status, error };
-}
-
 function StatusView(props: { id: string }) {
-  const { status, error } = useStatus(props.id);
+  const { data: status, error } = usePoll<ConnectorStatus>(
+    `/api/connector/${props.id}/status`,
+    STATUS_POLL_MS,
+  );
   if (!status) return <ErrorText error={error} />;
   return (
     <div class="stack">

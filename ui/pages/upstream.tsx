@@ -1,8 +1,8 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { UpstreamStatus } from '../../src/upstream/upstream-service.js';
 import { Field } from '../components/list.js';
-import { ErrorText, formatTs, useAction, useLoad } from '../components/ui.js';
-import { api, errorText } from '../lib/api.js';
+import { ErrorText, formatTs, useAction, useLoad, usePoll } from '../components/ui.js';
+import { api } from '../lib/api.js';
 
 /**
  * Upstream sync to a cloud ThingsBoard (docs/upstream.md): the link's status, polled live, and
@@ -36,31 +36,6 @@ const NUMBERS = [
   ['maxInFlight', 'Publishes in flight'],
 ] as const;
 const SECRETS = ['token', 'password'] as const;
-
-/** The link's status, polled while the page is open. */
-function useStatus(): { status: UpstreamStatus | undefined; error: string } {
-  const [status, setStatus] = useState<UpstreamStatus | undefined>(undefined);
-  const [error, setError] = useState('');
-  useEffect(() => {
-    let stopped = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const poll = async () => {
-      try {
-        setStatus(await api<UpstreamStatus>('/api/upstream/status'));
-        setError('');
-      } catch (err) {
-        setError(errorText(err));
-      }
-      if (!stopped) timer = setTimeout(() => void poll(), STATUS_POLL_MS);
-    };
-    void poll();
-    return () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
-  }, []);
-  return { status, error };
-}
 
 function StatusCard(props: { status: UpstreamStatus }) {
   const s = props.status;
@@ -181,7 +156,7 @@ function SettingsForm(props: {
 }
 
 export function UpstreamPage() {
-  const { status, error } = useStatus();
+  const { data: status, error } = usePoll<UpstreamStatus>('/api/upstream/status', STATUS_POLL_MS);
   const settings = useLoad(() => api<Settings>('/api/upstream/settings'), []);
   const [done, setDone] = useState('');
   return (
