@@ -285,6 +285,21 @@ describe('upstream sync to a cloud ThingsBoard (gateway API, a real broker as th
     assert.deepEqual(cloud.telemetry('Quiet 3'), []);
     assert.deepEqual(cloud.telemetry('Pump 1').at(-1), { ts: 1700000009000, values: { q: 2 } });
   });
+
+  it('answers a cloud RPC for a device it does not have with an error on v1/gateway/rpc', async () => {
+    await cloud.send('v1/gateway/rpc', {
+      device: 'Nobody 9',
+      data: { id: 11, method: 'ping', params: {} },
+    });
+    const reply = () =>
+      cloud.on('v1/gateway/rpc').find((b) => (b as { device: string }).device === 'Nobody 9');
+    await waitFor(reply, 10_000, 'the error reply');
+    assert.deepEqual(reply(), {
+      device: 'Nobody 9',
+      id: 11,
+      data: { error: 'Device Nobody 9 is not found' },
+    });
+  });
 });
 
 describe('upstream outbox bound', () => {

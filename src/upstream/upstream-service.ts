@@ -645,13 +645,15 @@ export class UpstreamService {
     }
   }
 
-  /** Exponential backoff with jitter, 1 s to 60 s. */
+  /** Exponential backoff with jitter, 1 s to 60 s (`reconnectDelay`). */
   #scheduleReconnect(): void {
     if (this.#stopped) return;
-    const min = this.#deps.backoffMinMs ?? 1_000;
-    const base = Math.min(BACKOFF_MAX_MS, min * 2 ** this.#backoffAttempt);
+    const delay = reconnectDelay(
+      this.#backoffAttempt,
+      this.#deps.backoffMinMs ?? 1_000,
+      Math.random(),
+    );
     this.#backoffAttempt = Math.min(this.#backoffAttempt + 1, 16);
-    const delay = base / 2 + Math.random() * (base / 2);
     this.#reconnectTimer = setTimeout(() => this.#connect(), delay);
   }
 
@@ -1002,6 +1004,16 @@ export class UpstreamService {
 
 const TELEMETRY = 'POST_TELEMETRY_REQUEST';
 const ATTRIBUTES = 'POST_ATTRIBUTES_REQUEST';
+
+/**
+ * The wait before reconnect attempt `attempt` (0 first): the base doubles from `minMs` up to
+ * 60 s, and a random point (`random` in [0, 1)) of its upper half is taken, never below `minMs`:
+ * gateways cut off together do not come back together.
+ */
+export function reconnectDelay(attempt: number, minMs: number, random: number): number {
+  const base = Math.min(BACKOFF_MAX_MS, minMs * 2 ** attempt);
+  return Math.max(minMs, base / 2 + random * (base / 2));
+}
 
 /**
  * ThingsBoard's rate limit text (`"20:1,600:60"`: 20 per second, 600 per minute) as the steady
