@@ -11,7 +11,8 @@
  *    after `--warmup` seconds of the same load on each (not counted).
  * Usage: npm run bench:upstream [-- --backlog 100000 --rate 5000 --seconds 10 --rounds 2]
  *   `--cpu-only` skips 1 and 2; `--prof-dir DIR` writes a V8 CPU profile of each gateway there;
- *   `--before BUNDLE` runs another build's off/on pair in the same CPU rounds (side by side).
+ *   `--before BUNDLE` runs another build's off/on pair in the same CPU rounds (side by side), and
+ *   its disk and drain figures right after this build's.
  */
 
 import { join } from 'node:path';
@@ -134,12 +135,16 @@ async function gateway(cloud: FakeCloud | undefined, bundle?: string): Promise<B
 if (!values['no-build']) buildBundle();
 console.log(`upstream bench, load average ${loadAverage()}`);
 
-// 1 and 2: backlog while the cloud is down, then the drain.
-if (!values['cpu-only']) {
+// 1 and 2: backlog while the cloud is down, then the drain (and `--before`'s, right after).
+for (const [build, bundle] of values['cpu-only']
+  ? []
+  : ([['', undefined]] as Array<[string, string | undefined]>).concat(
+      values.before ? [[' (before)', values.before]] : [],
+    )) {
   const cloud = new FakeCloud({ token: TOKEN, sessionLimits: {} });
   await cloud.start();
   await cloud.stop(); // its port is known; nothing listens until start()
-  const gw = await gateway(cloud);
+  const gw = await gateway(cloud, bundle);
   try {
     const tokens = await createDevices(gw.baseUrl, 'up', DEVICES);
     const admin = await adminToken(gw.baseUrl);
@@ -159,7 +164,7 @@ if (!values['cpu-only']) {
       .get() as { n: number };
     db.close();
     console.log(
-      `disk: ${rows} messages queued (${fill.sent} sent in ${fill.seconds.toFixed(1)} s, backlog ${s0.backlog}): ` +
+      `disk${build}: ${rows} messages queued (${fill.sent} sent in ${fill.seconds.toFixed(1)} s, backlog ${s0.backlog}): ` +
         `${(bytes / rows).toFixed(1)} B per message in the outbox table (data ${payload.n.toFixed(1)} B with its header)`,
     );
     await cloud.start();
@@ -182,7 +187,7 @@ if (!values['cpu-only']) {
     await ingesting;
     const drained = s0.backlog + ingest.sent - s.backlog;
     console.log(
-      `drain: ${drained} messages in ${drainSeconds.toFixed(2)} s = ${Math.round(drained / drainSeconds)} msg/s ` +
+      `drain${build}: ${drained} messages in ${drainSeconds.toFixed(2)} s = ${Math.round(drained / drainSeconds)} msg/s ` +
         `(local ingest ${Math.round(ingest.sent / ingest.seconds)} msg/s meanwhile; ${cloud.messages.length} publishes to the cloud)`,
     );
     await Promise.all(load.clients.map((c) => c.endAsync()));
