@@ -1124,11 +1124,11 @@ async function buildServices(
   });
   rules.start();
   cloud.setPushDecision(
-    (deviceId, msgType) => rules.engine.reaches(deviceId, msgType, PUSH_TO_CLOUD_NODE),
+    (deviceId, msgType) => rules.engine.reaches(deviceId, msgType, PUSH_TO_CLOUD_NODE, 'unchanged'),
     () => rules.engine.generation,
   );
   alarmEngine.setInCommitDecision((deviceId, msgType) =>
-    rules.engine.reaches(deviceId, msgType, DEVICE_PROFILE_NODE, true),
+    rules.engine.reaches(deviceId, msgType, DEVICE_PROFILE_NODE, 'direct'),
   );
   cloud.start();
   const schedulerEvents = new SchedulerEventService({

@@ -6,6 +6,7 @@ import { createProfile, createProfiledDevice, numeric, rule } from './helpers/al
 import { FakeCloud } from './helpers/cloud.js';
 import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect, nextMessage } from './helpers/mqtt.js';
+import { adminPost } from './helpers/notify.js';
 
 const CLOUD_TOKEN = 'edge-gateway-in-the-cloud';
 
@@ -284,6 +285,61 @@ describe('upstream sync to a cloud ThingsBoard (gateway API, a real broker as th
     await waitFor(async () => (await status(t)).sentTotal === sentBefore + 1, 10_000);
     assert.deepEqual(cloud.telemetry('Quiet 3'), []);
     assert.deepEqual(cloud.telemetry('Pump 1').at(-1), { ts: 1700000009000, values: { q: 2 } });
+  });
+
+  it('pushes what reaches the push-to-cloud node: a chain that transforms first sends only the transformed message', async () => {
+    const P = 'org.thingsboard.rule.engine.';
+    const chain = await adminPost(t, '/api/ruleChain/import', {
+      ruleChain: { name: 'Scaled to cloud', type: 'CORE', root: false, debugMode: false },
+      metadata: {
+        firstNodeIndex: 0,
+        nodes: [
+          {
+            type: `${P}transform.TbTransformMsgNode`,
+            name: 'scale',
+            configuration: {
+              scriptLang: 'JS',
+              jsScript:
+                'msg.scaled = msg.v * 10; return {msg: msg, metadata: metadata, msgType: msgType};',
+            },
+          },
+          {
+            type: `${P}edge.TbMsgPushToCloudNode`,
+            name: 'to cloud',
+            configuration: { scope: 'SERVER_SCOPE' },
+          },
+        ],
+        connections: [{ fromIndex: 0, toIndex: 1, type: 'Success' }],
+        ruleChainConnections: null,
+      },
+    });
+    const profile = await adminPost(t, '/api/deviceProfile', {
+      name: 'Scaled',
+      type: 'DEFAULT',
+      defaultRuleChainId: { entityType: 'RULE_CHAIN', id: chain.id.id },
+      profileData: {},
+    });
+    const device = await adminPost(t, '/api/device', {
+      name: 'Scaled 7',
+      deviceProfileId: { entityType: 'DEVICE_PROFILE', id: profile.id.id },
+    });
+    const creds = await t.api(`/api/device/${device.id.id}/credentials`, {
+      token: await t.adminToken(),
+    });
+    const token = ((await creds.json()) as { credentialsId: string }).credentialsId;
+    const res = await fetch(`${t.baseUrl}/api/v1/${token}/telemetry`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ts: 1700000050000, values: { v: 2 } }),
+    });
+    assert.equal(res.status, 200);
+    await waitFor(() => cloud.telemetry('Scaled 7').length > 0, 10_000, 'the pushed message');
+    await waitFor(async () => (await status(t)).backlog === 0, 10_000, 'the backlog sent');
+    // Not the device's own message as well: the commit did not queue it (a node on the way to
+    // the push node changes it).
+    assert.deepEqual(cloud.telemetry('Scaled 7'), [
+      { ts: 1700000050000, values: { v: 2, scaled: 20 } },
+    ]);
   });
 
   it('answers a cloud RPC for a device it does not have with an error on v1/gateway/rpc', async () => {

@@ -115,13 +115,35 @@ class LoadedChain {
 
 const SWITCH = 'org.thingsboard.rule.engine.filter.TbMsgTypeSwitchNode';
 const TYPE_FILTER = 'org.thingsboard.rule.engine.filter.TbMsgTypeFilterNode';
+/**
+ * Nodes that hand a message on as they got it: the filters and switches (they only route), the
+ * save nodes (a committed uplink passes unchanged) and the device profile node.
+ */
+const KEEPS_MSG = new Set([
+  'org.thingsboard.rule.engine.telemetry.TbMsgTimeseriesNode',
+  'org.thingsboard.rule.engine.telemetry.TbMsgAttributesNode',
+  'org.thingsboard.rule.engine.profile.TbDeviceProfileNode',
+]);
+const keepsMsg = (type: string) =>
+  type.startsWith('org.thingsboard.rule.engine.filter.') || KEEPS_MSG.has(type);
+
+/**
+ * How a walk goes through nodes: `any` by every relation; `unchanged` only through nodes that
+ * keep the message (`keepsMsg`); `direct` only through message type switches and filters.
+ */
+export type ReachMode = 'any' | 'unchanged' | 'direct';
 
 /**
  * Breadth-first from the first node: is a node of `nodeType` reachable by a `msgType` message?
  * `direct`: only through message type switches and filters, so that the message arrives there
- * surely and unchanged.
+ * surely and unchanged; `unchanged`: through nodes that keep it, whatever their conditions.
  */
-function reachable(chain: LoadedChain, msgType: string, nodeType: string, direct = false): boolean {
+function reachable(
+  chain: LoadedChain,
+  msgType: string,
+  nodeType: string,
+  mode: ReachMode = 'any',
+): boolean {
   const { nodes } = chain.def;
   const first = chain.def.firstNodeIndex;
   if (first === null || !nodes[first]) return false;
@@ -131,7 +153,8 @@ function reachable(chain: LoadedChain, msgType: string, nodeType: string, direct
     const i = todo.pop() as number;
     const node = nodes[i];
     if (node.type === nodeType) return true;
-    if (direct && node.type !== SWITCH && node.type !== TYPE_FILTER) continue;
+    if (mode === 'direct' && node.type !== SWITCH && node.type !== TYPE_FILTER) continue;
+    if (mode === 'unchanged' && !keepsMsg(node.type)) continue;
     let labels: Iterable<string> = chain.routes[i].keys();
     if (node.type === SWITCH) labels = [TYPE_LABELS[msgType] ?? 'Other'];
     else if (node.type === TYPE_FILTER) {
@@ -225,18 +248,20 @@ export class RuleEngine implements MessageProcessor {
   /**
    * Whether a message of this type from this device can reach a node of `nodeType` in the chain
    * that handles it: message type switches and filters are followed by the type, other nodes by
-   * every relation (their conditions are not evaluated). The upstream outbox decides with it at
-   * commit time what the chain will push (docs/upstream.md). `direct`: only through message type
-   * switches and filters, the message unchanged on its way (the alarm engine evaluates device
-   * uplinks in their commit for such chains, docs/alarms.md).
+   * every relation (their conditions are not evaluated). `unchanged`: only through nodes that
+   * keep the message (filters, switches, save nodes, the device profile node): the upstream
+   * outbox decides with it at commit time what the chain will push as committed
+   * (docs/upstream.md). `direct`: only through message type switches and filters, the message
+   * unchanged on its way (the alarm engine evaluates device uplinks in their commit for such
+   * chains, docs/alarms.md).
    */
-  reaches(deviceId: string, msgType: string, nodeType: string, direct = false): boolean {
+  reaches(deviceId: string, msgType: string, nodeType: string, mode: ReachMode = 'any'): boolean {
     const chain = this.#chains.get(this.#chainOf(deviceId) ?? '');
     if (!chain) return false;
-    const key = `${nodeType}|${msgType}|${direct}`;
+    const key = `${nodeType}|${msgType}|${mode}`;
     let answer = chain.reach.get(key);
     if (answer === undefined) {
-      answer = reachable(chain, msgType, nodeType, direct);
+      answer = reachable(chain, msgType, nodeType, mode);
       chain.reach.set(key, answer);
     }
     return answer;
