@@ -110,3 +110,52 @@ test('drag a widget by its grip and resize it by its corner; the saved layout ha
     col: 8,
   });
 });
+
+test('the right layout is arranged too: drag its corner, a button moves it, saved under layouts.right', async () => {
+  const json = await readFile(
+    new URL('./fixtures/ui/pump-station-dashboard.json', import.meta.url),
+    'utf8',
+  );
+  const res = await t.api('/api/dashboard', {
+    token: await t.adminToken(),
+    body: JSON.parse(json),
+  });
+  assert.equal(res.status, 200);
+  const pumpId = ((await res.json()) as { id: { id: string } }).id.id;
+  await page.goto(`${t.baseUrl}/dashboards/${pumpId}`);
+  await page.getByRole('button', { name: 'Edit' }).click();
+  const rightGrid = page.locator('.grid[data-layout="right"]');
+  const station = rightGrid.getByRole('article', { name: 'Station' });
+  const corner = station.locator('.drag-corner');
+  await corner.waitFor();
+  const grid = await rightGrid.boundingBox();
+  const b = await corner.boundingBox();
+  assert.ok(grid && b);
+  const col = (grid.width + 10) / 24;
+  await page.mouse.move(b.x + b.width / 2, b.y + b.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(b.x + b.width / 2 - 12 * col, b.y + b.height / 2 + 60, { steps: 12 });
+  await page.mouse.up();
+  await station.getByRole('button', { name: 'Move right' }).click();
+  await page.getByRole('button', { name: 'Save dashboard' }).click();
+  await page.getByRole('button', { name: 'Edit' }).waitFor();
+  const saved = (await (
+    await t.api(`/api/dashboard/${pumpId}`, { token: await t.adminToken() })
+  ).json()) as {
+    configuration: {
+      states: { default: { layouts: Record<string, { widgets: Record<string, unknown> }> } };
+    };
+  };
+  const layouts = saved.configuration.states.default.layouts;
+  assert.deepEqual(layouts.right.widgets['c0ffee00-0006-4b2c-8d3e-1f2a3b4c5d06'], {
+    sizeX: 12,
+    sizeY: 5,
+    row: 0,
+    col: 1,
+  });
+  assert.deepEqual(
+    layouts.main.widgets['c0ffee00-0001-4b2c-8d3e-1f2a3b4c5d01'],
+    { sizeX: 24, sizeY: 5, row: 0, col: 0 },
+    'main untouched',
+  );
+});

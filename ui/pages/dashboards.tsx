@@ -258,19 +258,27 @@ function DashboardView(props: { id: string }) {
     }
   };
   const update = (next: DashboardConfig) => setDraft({ ...dash, configuration: next });
-  const setLayout = (wid: string, l: LayoutWidget | undefined) => {
+  /** The states with `wid` placed at `l` in the current state's `name` layout (removed: undefined). */
+  const setLayout = (wid: string, l: LayoutWidget | undefined, name: 'main' | 'right' = 'main') => {
     const states = { ...(cfg.states ?? {}) };
     const st = states[stateId] ?? {
       name: dash.title,
       root: true,
       layouts: { main: { widgets: {} } },
     };
-    const main = st.layouts?.main ?? { widgets: {} };
-    const lw = { ...(main.widgets ?? {}) };
+    const one = st.layouts?.[name] ?? { widgets: {} };
+    const lw = { ...(one.widgets ?? {}) };
     if (l) lw[wid] = l;
     else delete lw[wid];
-    states[stateId] = { ...st, layouts: { ...st.layouts, main: { ...main, widgets: lw } } };
+    states[stateId] = { ...st, layouts: { ...st.layouts, [name]: { ...one, widgets: lw } } };
     return states;
+  };
+  const move = (wid: string, n: LayoutWidget, name: 'main' | 'right') => {
+    n.sizeX = Math.max(1, Math.min(24, n.sizeX));
+    n.sizeY = Math.max(1, n.sizeY);
+    n.col = Math.max(0, Math.min(24 - n.sizeX, n.col));
+    n.row = Math.max(0, n.row);
+    update({ ...cfg, states: setLayout(wid, n, name) });
   };
   const placed = Object.entries(layout).filter(([wid]) => widgets[wid]);
   const placedRight = Object.entries(right).filter(([wid]) => widgets[wid]);
@@ -282,15 +290,6 @@ function DashboardView(props: { id: string }) {
       setDraft(saved);
       setEditing(false);
     });
-  const move = (wid: string, patch: (l: LayoutWidget) => LayoutWidget) => {
-    const l = layout[wid];
-    const n = patch({ ...l });
-    n.col = Math.max(0, Math.min(24 - n.sizeX, n.col));
-    n.row = Math.max(0, n.row);
-    n.sizeX = Math.max(1, Math.min(24, n.sizeX));
-    n.sizeY = Math.max(1, n.sizeY);
-    update({ ...cfg, states: setLayout(wid, n) });
-  };
   return (
     <section class="stack">
       <p class="crumbs">
@@ -403,18 +402,19 @@ function DashboardView(props: { id: string }) {
                         {act.name ?? act.type}
                       </button>
                     ))}
-                    {editing && layoutName === 'main' && (
+                    {editing && (
                       <Suspended editor={editor}>
                         {(ed) => (
                           <ed.WidgetTools
                             title={title}
                             layout={l}
                             onConfigure={() => setConfiguring(w)}
-                            onPlace={(n) => move(wid, () => n)}
+                            onPlace={(n) => move(wid, { ...n }, layoutName)}
                             onRemove={() => {
                               const next = { ...widgets };
                               delete next[wid];
-                              update({ ...cfg, widgets: next, states: setLayout(wid, undefined) });
+                              const states = setLayout(wid, undefined, layoutName);
+                              update({ ...cfg, widgets: next, states });
                             }}
                           />
                         )}
