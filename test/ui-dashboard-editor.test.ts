@@ -16,18 +16,20 @@ let page: Page;
 let id = '';
 const HOT = '7c1e0a52-0d4b-4c35-9a51-1f6a2b7d0002';
 
-before(async () => {
-  t = await startGateway();
-  const json = await readFile(
-    new URL('./fixtures/ui/kiln-line-dashboard.json', import.meta.url),
-    'utf8',
-  );
+/** Imports test/fixtures/ui/`name` over REST; its new id. */
+async function importFixture(name: string): Promise<string> {
+  const json = await readFile(new URL(`./fixtures/ui/${name}`, import.meta.url), 'utf8');
   const res = await t.api('/api/dashboard', {
     token: await t.adminToken(),
     body: JSON.parse(json),
   });
   assert.equal(res.status, 200);
-  id = ((await res.json()) as { id: { id: string } }).id.id;
+  return ((await res.json()) as { id: { id: string } }).id.id;
+}
+
+before(async () => {
+  t = await startGateway();
+  id = await importFixture('kiln-line-dashboard.json');
   browser = await launchBrowser();
   // Tall enough that every drag stays inside the window.
   page = await newPage(browser, { width: 1280, height: 1300 });
@@ -112,16 +114,7 @@ test('drag a widget by its grip and resize it by its corner; the saved layout ha
 });
 
 test('the right layout is arranged too: drag its corner, a button moves it, saved under layouts.right', async () => {
-  const json = await readFile(
-    new URL('./fixtures/ui/pump-station-dashboard.json', import.meta.url),
-    'utf8',
-  );
-  const res = await t.api('/api/dashboard', {
-    token: await t.adminToken(),
-    body: JSON.parse(json),
-  });
-  assert.equal(res.status, 200);
-  const pumpId = ((await res.json()) as { id: { id: string } }).id.id;
+  const pumpId = await importFixture('pump-station-dashboard.json');
   await page.goto(`${t.baseUrl}/dashboards/${pumpId}`);
   await page.getByRole('button', { name: 'Edit' }).click();
   const rightGrid = page.locator('.grid[data-layout="right"]');
