@@ -2,7 +2,8 @@
  * ThingsBoard's ALARM_ASSIGNMENT and ALARM_COMMENT notification triggers (issue 14 §7, platform.md
  * §8) over REST: an alarm assigned, commented on, the comment edited, then unassigned; an email
  * to a real SMTP server for each assignment change and for the new comment (not for the edit,
- * `notifyOnCommentUpdate` false), with the placeholders filled in, in order. The deliveries are
+ * `notifyOnCommentUpdate` false), with the placeholders filled in, in order; with
+ * `onlyUserComments` false the system comments (acknowledged, cleared) notify too. The deliveries are
  * written in the alarm's (or the comment's) own transaction. ENTITY_ACTION: devices created and
  * deleted notify the inbox, updates only when asked for.
  */
@@ -58,7 +59,13 @@ describe('ALARM_ASSIGNMENT and ALARM_COMMENT notifications', () => {
     await rule(
       'ALARM_COMMENT',
       { subject: 'Comment ${action} on ${alarmType}', body: '${userEmail}: ${comment}' },
-      { alarmStatuses: ['ACTIVE'], notifyOnCommentUpdate: false },
+      { alarmStatuses: ['ACTIVE'], notifyOnCommentUpdate: false, onlyUserComments: true },
+    );
+    // ThingsBoard's default (onlyUserComments false): the system comments notify too.
+    await rule(
+      'ALARM_COMMENT',
+      { subject: 'System comment on ${alarmType}', body: '${comment} [${userEmail}]' },
+      { alarmTypes: ['Leak'], onlyUserComments: false },
     );
   });
   after(async () => {
@@ -97,6 +104,28 @@ describe('ALARM_ASSIGNMENT and ALARM_COMMENT notifications', () => {
     assert.match(smtp.mails[0].data, new RegExp(`Tank 4 \\(major\\) to ${me.email}\\.`));
     assert.match(smtp.mails[1].data, new RegExp(`${me.email}: Relief valve checked`));
     assert.deepEqual(smtp.mails[2].to, ['lead@plant.local']);
+  });
+
+  it('with onlyUserComments false the system comments notify: acknowledged and cleared by a user', async () => {
+    const device = await createDevice(t, 'Tank 5');
+    const alarmId = await raiseAlarm(t, device.id, 'Leak');
+    for (const op of ['ack', 'clear']) {
+      const res = await t.api(`/api/alarm/${alarmId}/${op}`, { method: 'POST', token: admin });
+      assert.equal(res.status, 200, await res.text());
+    }
+    const system = () =>
+      smtp.mails.filter((m) => m.data.includes('Subject: System comment on Leak'));
+    await waitFor(() => system().length >= 2, 20_000, 'two system comment emails');
+    const bodies = system().map((m) =>
+      /Alarm was (\w+) by user ([^\s]+) \[([^\]]*)\]/.exec(m.data),
+    );
+    assert.deepEqual(
+      bodies.map((b) => b?.slice(1)),
+      [
+        ['acknowledged', 'admin@test.local', 'admin@test.local'],
+        ['cleared', 'admin@test.local', 'admin@test.local'],
+      ],
+    );
   });
 });
 

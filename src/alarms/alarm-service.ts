@@ -42,12 +42,16 @@ export interface AlarmServiceDeps {
    * (notification inbox and outbox rows) commits with the alarm.
    */
   readonly inTransaction?: (event: AlarmEvent) => void;
-  /** Runs in the transaction of a user's comment, added or edited (ALARM_COMMENT notifications). */
+  /**
+   * Runs in the transaction of a comment (ALARM_COMMENT notifications): a user's, added or
+   * edited, or a system comment the gateway adds (`system`; `user` is who acted, if anyone).
+   */
   readonly onComment?: (c: {
     alarm: Alarm;
     text: string;
-    user: AlarmActor;
+    user: AlarmActor | undefined;
     updated: boolean;
+    system?: true;
   }) => void;
   /** Where alarm messages go after commit (the processing pipeline); none by default. */
   readonly submit?: (msg: GatewayMsg) => void;
@@ -461,7 +465,7 @@ export class AlarmService {
       details: details === undefined ? row.details : JSON.stringify(details),
     };
     this.#store.update(next);
-    this.#systemComment(row.id, `Alarm was cleared by ${this.#who(actor)}`, 'CLEAR', actor);
+    this.#systemComment(next, `Alarm was cleared by ${this.#who(actor)}`, 'CLEAR', actor);
     if (actor) this.#audit('ALARM_CLEAR', next, actor);
     return this.#record('CLEARED', next, actor === undefined);
   }
@@ -473,15 +477,17 @@ export class AlarmService {
     return `user ${name || actor.email}`;
   }
 
-  #systemComment(alarmId: string, text: string, subtype: string, actor?: AlarmActor): void {
+  /** `row` is the alarm as changed (written in the same transaction). */
+  #systemComment(row: AlarmRow, text: string, subtype: string, actor?: AlarmActor): void {
     this.#insertComment({
       id: randomUUID(),
-      alarm_id: alarmId,
+      alarm_id: row.id,
       created_time: this.#now(),
       user_id: null,
       type: 'SYSTEM',
       comment: JSON.stringify({ text, subtype, userId: actor?.userId ?? null }),
     });
+    this.deps.onComment?.({ alarm: toAlarm(row), text, user: actor, updated: false, system: true });
   }
 
   #row(id: string): AlarmRow {
@@ -562,7 +568,7 @@ export class AlarmService {
   #ackRow(row: AlarmRow, actor: AlarmActor): AlarmRow {
     const next: AlarmRow = { ...row, acknowledged: 1, ack_ts: this.#now() };
     this.#store.update(next);
-    this.#systemComment(row.id, `Alarm was acknowledged by ${this.#who(actor)}`, 'ACK', actor);
+    this.#systemComment(next, `Alarm was acknowledged by ${this.#who(actor)}`, 'ACK', actor);
     this.#record('ACKNOWLEDGED', next);
     this.#audit('ALARM_ACK', next, actor);
     return next;
@@ -598,7 +604,7 @@ export class AlarmService {
       this.#store.update(next);
       const u = this.deps.user(userId);
       this.#systemComment(
-        id,
+        next,
         `Alarm was assigned by ${this.#who(actor)} to user ${u?.email}`,
         'ASSIGN',
         actor,
@@ -615,7 +621,7 @@ export class AlarmService {
       if (row.assignee_id === null) throw new ValidationError('Alarm was already unassigned!');
       const next: AlarmRow = { ...row, assignee_id: null, assign_ts: this.#now() };
       this.#store.update(next);
-      this.#systemComment(id, `Alarm was unassigned by ${this.#who(actor)}`, 'UNASSIGN', actor);
+      this.#systemComment(next, `Alarm was unassigned by ${this.#who(actor)}`, 'UNASSIGN', actor);
       this.#record('UNASSIGNED', next);
       this.#audit('ALARM_UNASSIGNED', next, actor);
     });

@@ -605,27 +605,32 @@ export class NotificationService {
   }
 
   /**
-   * A user commented on an alarm, or edited a comment. Called inside the comment's transaction
-   * (AlarmService `onComment`): ALARM_COMMENT rules' notifications commit with it.
+   * A user commented on an alarm or edited a comment, or the gateway added a system comment
+   * (`system`: acknowledged, cleared, assigned...; rules with `onlyUserComments` skip those).
+   * Called inside the comment's transaction (AlarmService `onComment`): ALARM_COMMENT rules'
+   * notifications commit with it.
    */
   onAlarmComment(c: {
     alarm: AlarmEvent['alarm'];
     text: string;
-    user: { userId: string; email: string };
+    user: { userId: string; email: string } | undefined;
     updated: boolean;
+    system?: true;
   }): void {
     try {
       this.#savepoint(() => {
         const rules = this.#alarmRules<CommentTrigger>('ALARM_COMMENT', c.alarm).filter(
-          (r) => !c.updated || r.trigger.notifyOnCommentUpdate === true,
+          (r) =>
+            (!c.updated || r.trigger.notifyOnCommentUpdate === true) &&
+            !(c.system && r.trigger.onlyUserComments === true),
         );
         if (rules.length === 0) return;
         const { values, customerId } = this.#alarmValues(c.alarm);
-        const author = this.deps.users.recipients({ ids: [c.user.userId] })[0];
+        const author = c.user && this.deps.users.recipients({ ids: [c.user.userId] })[0];
         Object.assign(values, {
           action: c.updated ? 'updated' : 'added',
           comment: c.text,
-          userEmail: c.user.email,
+          userEmail: c.user?.email ?? '',
           userFirstName: author?.firstName ?? '',
           userLastName: author?.lastName ?? '',
         });
@@ -645,6 +650,7 @@ export class NotificationService {
                 alarmOriginator: c.alarm.originator,
                 alarmOriginatorName: values.alarmOriginatorName,
                 comment: c.text,
+                commentType: c.system ? 'SYSTEM' : 'OTHER',
               },
             },
             ruleTargets(JSON.parse(rule.recipients_config)),

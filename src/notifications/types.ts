@@ -193,7 +193,7 @@ export type AssignmentTrigger = z.infer<typeof assignmentTrigger>;
 const commentTrigger = z.looseObject({
   triggerType: z.literal('ALARM_COMMENT'),
   ...alarmFilters,
-  /** Accepted; only user comments trigger here (system comments never do). */
+  /** True: the gateway's system comments (acknowledged, cleared, assigned...) do not notify. */
   onlyUserComments: z.boolean().nullish(),
   /** Also notify when a comment is edited (default false). */
   notifyOnCommentUpdate: z.boolean().nullish(),
