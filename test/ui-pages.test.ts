@@ -317,3 +317,81 @@ test('scheduler events: edited on the page (prefilled form, next run shown), dis
   // The box shows the saved state once the list is read again.
   await waitFor(() => toggle.isChecked(), 30_000, 'the box checked');
 });
+
+test('notification rules: severity filter, clear rule and an escalation level set on the page', async () => {
+  const admin = await t.adminToken();
+  const post = async (path: string, body: unknown) => {
+    const res = await t.api(path, { token: admin, body });
+    assert.equal(res.status, 200, await res.clone().text());
+    return ((await res.json()) as { id: { id: string } }).id.id;
+  };
+  const shift = await post('/api/notification/target', {
+    name: 'Shift desk',
+    configuration: { type: 'EMAIL_ADDRESSES', emails: ['shift@plant.local'] },
+  });
+  const boss = await post('/api/notification/target', {
+    name: 'Plant manager',
+    configuration: { type: 'EMAIL_ADDRESSES', emails: ['manager@plant.local'] },
+  });
+  const template = await post('/api/notification/template', {
+    name: 'Escalation mail',
+    notificationType: 'ALARM',
+    configuration: {
+      deliveryMethodsTemplates: {
+        EMAIL: { method: 'EMAIL', enabled: true, subject: '${alarmType}', body: '${alarmStatus}' },
+      },
+    },
+  });
+  const ruleId = await post('/api/notification/rule', {
+    name: 'Boiler alarms',
+    enabled: true,
+    templateId: { id: template },
+    triggerType: 'ALARM',
+    triggerConfig: { triggerType: 'ALARM', notifyOn: ['CREATED'], alarmTypes: null },
+    recipientsConfig: { triggerType: 'ALARM', escalationTable: { '0': [shift] } },
+  });
+  const stored = () =>
+    adminGet<{
+      triggerConfig: Record<string, unknown>;
+      recipientsConfig: { escalationTable: Record<string, string[]> };
+    }>(`/api/notification/rule/${ruleId}`);
+
+  await page.goto(`${t.baseUrl}/notification-center`);
+  await page.getByRole('tab', { name: 'Rules' }).click();
+  const row = page.getByRole('table', { name: 'Notification rules' }).locator('tr', {
+    hasText: 'Boiler alarms',
+  });
+  await row.getByRole('button', { name: 'Edit' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Edit rule' });
+  const severities = dialog.getByRole('group', { name: /Severities/ });
+  await severities.getByLabel('CRITICAL').check();
+  await severities.getByLabel('MAJOR').check();
+  await dialog
+    .getByRole('group', { name: 'Stop escalating once the alarm is' })
+    .getByLabel('ACK')
+    .check();
+  await dialog.getByLabel(/^After \(seconds/).fill('900');
+  await dialog.getByRole('group', { name: 'Also send to' }).getByLabel('Plant manager').check();
+  await screenshot(page, 'notification-rule-escalation');
+  await dialog.getByRole('button', { name: 'Save' }).click();
+  await dialog.waitFor({ state: 'hidden' });
+
+  const saved = await stored();
+  assert.deepEqual(saved.triggerConfig.alarmSeverities, ['CRITICAL', 'MAJOR']);
+  assert.deepEqual(saved.triggerConfig.clearRule, { alarmStatuses: ['ACK'] });
+  assert.deepEqual(saved.triggerConfig.notifyOn, ['CREATED']);
+  assert.deepEqual(saved.recipientsConfig.escalationTable, { '0': [shift], '900': [boss] });
+
+  // Opened again, the form shows what is stored; clearing the filters removes them.
+  await row.getByRole('button', { name: 'Edit' }).click();
+  assert.equal(await severities.getByLabel('MAJOR').isChecked(), true);
+  assert.equal(await dialog.getByLabel(/^After \(seconds/).inputValue(), '900');
+  await severities.getByLabel('CRITICAL').uncheck();
+  await severities.getByLabel('MAJOR').uncheck();
+  await dialog.getByLabel(/^After \(seconds/).fill('');
+  await dialog.getByRole('button', { name: 'Save' }).click();
+  await dialog.waitFor({ state: 'hidden' });
+  const cleared = await stored();
+  assert.equal(cleared.triggerConfig.alarmSeverities, undefined);
+  assert.deepEqual(cleared.recipientsConfig.escalationTable, { '0': [shift] });
+});

@@ -112,7 +112,10 @@ test('a target, a template and a rule made on the page mail an alarm; the delive
   dialog = page.getByRole('dialog', { name: 'Add rule' });
   await dialog.getByLabel('Name').fill('Mail the shift');
   await dialog.getByLabel('Template').selectOption({ label: 'Alarm mail' });
-  await dialog.getByLabel('Shift mailbox').check();
+  await dialog
+    .getByRole('group', { name: 'Send to', exact: true })
+    .getByLabel('Shift mailbox')
+    .check();
   await dialog.getByRole('button', { name: 'Save' }).click();
   await page
     .getByRole('table', { name: 'Notification rules' })
@@ -145,7 +148,10 @@ test('a target, a template and a rule made on the page mail an alarm; the delive
   await dialog.getByLabel('Name').fill('Tell the assignee');
   await dialog.getByLabel('Trigger').selectOption('ALARM_ASSIGNMENT');
   await dialog.getByLabel('Template').selectOption({ label: 'Alarm mail' });
-  await dialog.getByLabel('Shift mailbox').check();
+  await dialog
+    .getByRole('group', { name: 'Send to', exact: true })
+    .getByLabel('Shift mailbox')
+    .check();
   await dialog.getByRole('button', { name: 'Save' }).click();
   await page
     .getByRole('table', { name: 'Notification rules' })

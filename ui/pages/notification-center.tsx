@@ -53,7 +53,12 @@ interface Rule {
   enabled: boolean;
   templateId: Id;
   triggerType: 'ALARM' | 'ALARM_ASSIGNMENT' | 'ALARM_COMMENT' | 'DEVICE_ACTIVITY';
-  triggerConfig: { notifyOn?: string[]; alarmTypes?: string[] | null };
+  triggerConfig: {
+    notifyOn?: string[];
+    alarmTypes?: string[] | null;
+    alarmSeverities?: string[] | null;
+    clearRule?: { alarmStatuses?: string[] } | null;
+  };
   recipientsConfig: { escalationTable?: Record<string, string[]>; targets?: string[] };
 }
 
@@ -412,12 +417,26 @@ function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => vo
   );
   const [templates, targets] = options.data ?? [undefined, undefined];
   const chosen = new Set(r?.recipientsConfig.escalationTable?.['0'] ?? r?.recipientsConfig.targets);
+  // The first level after 0: its delay (seconds) and targets; later levels are kept as stored.
+  const table = r?.triggerType === 'ALARM' ? (r.recipientsConfig.escalationTable ?? {}) : {};
+  const laterDelay = Object.keys(table)
+    .map(Number)
+    .filter((d) => d > 0)
+    .sort((a, b) => a - b)[0];
+  const later = new Set(laterDelay === undefined ? [] : table[String(laterDelay)]);
   const toBody = (f: FormData) => {
     // Fields the dialog does not show (later escalation levels, severity filters) are kept.
     const same = r?.triggerType === trigger;
     const ids = f.getAll('target').map(String);
     const alarmTypes = lines(f.get('alarmTypes'));
     const alarmRule = trigger !== 'DEVICE_ACTIVITY';
+    const severities = f.getAll('severity').map(String);
+    const clearOn = f.getAll('clearOn').map(String);
+    const escalation: Record<string, string[]> = { ...(same ? table : {}) };
+    if (laterDelay !== undefined) delete escalation[String(laterDelay)];
+    const delay = Number(f.get('laterDelay') || 0);
+    const laterIds = f.getAll('laterTarget').map(String);
+    if (delay > 0 && laterIds.length) escalation[String(delay)] = laterIds;
     return {
       ...r,
       enabled: f.get('enabled') === 'on',
@@ -430,15 +449,19 @@ function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => vo
           ? { notifyOn: f.getAll('notifyOn').map(String) }
           : {}),
         ...(alarmRule ? { alarmTypes: alarmTypes.length ? alarmTypes : null } : {}),
+        ...(trigger === 'ALARM'
+          ? {
+              // undefined (left out of the JSON) rather than null: no filter, no clear rule.
+              alarmSeverities: severities.length ? severities : undefined,
+              clearRule: clearOn.length ? { alarmStatuses: clearOn } : undefined,
+            }
+          : {}),
       },
       recipientsConfig:
         trigger === 'ALARM'
           ? {
               triggerType: trigger,
-              escalationTable: {
-                ...(same ? r.recipientsConfig.escalationTable : {}),
-                '0': ids,
-              },
+              escalationTable: { ...escalation, '0': ids },
             }
           : { triggerType: trigger, targets: ids },
     };
@@ -485,6 +508,22 @@ function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => vo
           />
         </label>
       )}
+      {trigger === 'ALARM' && (
+        <>
+          <CheckGroup
+            legend="Severities (none checked: every severity)"
+            name="severity"
+            values={SEVERITIES}
+            checked={r?.triggerConfig.alarmSeverities ?? []}
+          />
+          <CheckGroup
+            legend="Stop escalating once the alarm is"
+            name="clearOn"
+            values={CLEAR_STATUSES}
+            checked={r?.triggerConfig.clearRule?.alarmStatuses ?? []}
+          />
+        </>
+      )}
       <Select
         label="Template"
         name="template"
@@ -506,7 +545,56 @@ function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => vo
           </label>
         ))}
       </fieldset>
+      {trigger === 'ALARM' && (
+        <fieldset class="stack">
+          <legend>Escalation</legend>
+          <Field
+            label="After (seconds; empty: no escalation)"
+            name="laterDelay"
+            type="number"
+            min={1}
+            defaultValue={laterDelay === undefined ? undefined : String(laterDelay)}
+          />
+          <CheckGroup
+            legend="Also send to"
+            name="laterTarget"
+            values={targets?.data.map((t) => [t.id.id, t.name] as const) ?? []}
+            checked={[...later]}
+          />
+        </fieldset>
+      )}
     </EntityDialog>
+  );
+}
+
+const SEVERITIES = ['CRITICAL', 'MAJOR', 'MINOR', 'WARNING', 'INDETERMINATE'] as const;
+const CLEAR_STATUSES = ['ACK', 'CLEARED'] as const;
+
+/** Check boxes of one form field: `values` are strings or `[value, text]` pairs. */
+function CheckGroup(props: {
+  legend: string;
+  name: string;
+  values: ReadonlyArray<string | readonly [string, string]>;
+  checked: readonly string[];
+}) {
+  return (
+    <fieldset class="row">
+      <legend>{props.legend}</legend>
+      {props.values.map((v) => {
+        const [value, text] = typeof v === 'string' ? [v, v] : v;
+        return (
+          <label key={value} class="check">
+            <input
+              type="checkbox"
+              name={props.name}
+              value={value}
+              defaultChecked={props.checked.includes(value)}
+            />
+            {text}
+          </label>
+        );
+      })}
+    </fieldset>
   );
 }
 
