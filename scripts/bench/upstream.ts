@@ -152,15 +152,21 @@ for (const [build, bundle] of values['cpu-only']
     const fill = await publish(load, 1e9, { total: BACKLOG });
     const s0 = await status(gw.baseUrl, admin);
     const db = new Database(join(gw.dataDir, 'edge-gateway.db'), { readonly: true });
+    // A table row holds the messages of one commit (each framed by a short header); before
+    // migration 019 (a `--before` build) one message.
+    const perRow = (db.pragma('table_info(upstream_outbox)') as Array<{ name: string }>).some(
+      (c) => c.name === 'n',
+    )
+      ? 'n'
+      : '1';
     const { bytes, rows } = db
       .prepare(
         `SELECT (SELECT sum(pgsize) FROM dbstat WHERE name = 'upstream_outbox') AS bytes,
-                (SELECT sum(n) FROM upstream_outbox) AS rows`,
+                (SELECT sum(${perRow}) FROM upstream_outbox) AS rows`,
       )
       .get() as { bytes: number; rows: number };
-    // A table row holds the messages of one commit (each framed by a short header).
     const payload = db
-      .prepare('SELECT sum(length(data)) * 1.0 / sum(n) AS n FROM upstream_outbox')
+      .prepare(`SELECT sum(length(data)) * 1.0 / sum(${perRow}) AS n FROM upstream_outbox`)
       .get() as { n: number };
     db.close();
     console.log(
