@@ -691,8 +691,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'int',
     min: 0,
     max: 65536,
-    default: 32,
-    help: 'Once the V8 heap has grown this many MiB since its last trim and the event loop is quiet, collect it fully and hand the freed pages back to the system (a pause of a few hundred ms; 0 = never)',
+    default: 0,
+    help: 'Once the V8 heap has grown this many MiB since its last trim and the event loop is quiet, collect it fully and hand the freed pages back to the system (a pause of a few hundred ms, and V8 keeps its young generation small afterwards: more CPU per message under load; 0 = never, the default)',
   },
   {
     path: 'messages.queueSize',
