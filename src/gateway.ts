@@ -1028,6 +1028,12 @@ async function buildServices(
   });
   notifications.start();
   activityInCommit = (snapshot) => notifications.service.onActivity(snapshot);
+  bus.on('notifications', 'upstream.connected', (e) =>
+    notifications.service.onUpstreamLink({ connected: true, url: e.url, error: null }),
+  );
+  bus.on('notifications', 'upstream.disconnected', (e) =>
+    notifications.service.onUpstreamLink({ connected: false, url: e.url, error: e.error }),
+  );
   const alarms = new AlarmService({
     db,
     tenants,

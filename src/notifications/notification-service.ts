@@ -37,6 +37,7 @@ import {
   type Delivery,
   type DeliveryAttempt,
   type DeliveryMethod,
+  type EdgeConnectionTrigger,
   type EntityActionTrigger,
   type MethodTemplate,
   type Notification,
@@ -107,6 +108,13 @@ interface Later {
 }
 
 /** What one firing renders, before recipients: the template, its values, the inbox info. */
+/** The cloud link's state change (`upstream.connected` / `upstream.disconnected`). */
+export interface UpstreamLinkEvent {
+  readonly connected: boolean;
+  readonly url: string;
+  readonly error: string | null;
+}
+
 interface Firing {
   readonly ruleId: string | null;
   readonly type: NotificationType;
@@ -708,6 +716,44 @@ export class NotificationService {
             deviceName: device.name,
             active: s.active,
           },
+        },
+        ruleTargets(JSON.parse(rule.recipients_config)),
+      );
+    }
+  }
+
+  /**
+   * The link to the cloud ThingsBoard went up or down (the upstream service's bus events, sent
+   * on each change, never on each failed reconnect attempt). Not caused by a device commit, so
+   * its deliveries are written in a transaction of their own.
+   */
+  onUpstreamLink(e: UpstreamLinkEvent): void {
+    try {
+      this.#tx(() => this.#savepoint(() => this.#onUpstreamLink(e)));
+    } catch (err) {
+      this.deps.log.error({ err }, 'upstream link notifications failed');
+    }
+  }
+
+  #onUpstreamLink(e: UpstreamLinkEvent): void {
+    const event = e.connected ? 'CONNECTED' : 'DISCONNECTED';
+    for (const rule of this.#store.rules.all()) {
+      if (rule.enabled !== 1 || rule.trigger_type !== 'EDGE_CONNECTION') continue;
+      const trigger = JSON.parse(rule.trigger_config) as EdgeConnectionTrigger;
+      if (!trigger.notifyOn.includes(event)) continue;
+      const values = {
+        eventType: event.toLowerCase(),
+        url: e.url,
+        error: e.error ?? '',
+      };
+      this.#fire(
+        {
+          ruleId: rule.id,
+          type: 'EDGE_CONNECTION',
+          template: this.#methods(rule.template_id),
+          values,
+          customerId: null,
+          info: { type: 'EDGE_CONNECTION', connected: e.connected, url: e.url, error: e.error },
         },
         ruleTargets(JSON.parse(rule.recipients_config)),
       );

@@ -17,6 +17,7 @@ export const TRIGGER_TYPES = [
   'ALARM_COMMENT',
   'DEVICE_ACTIVITY',
   'ENTITY_ACTION',
+  'EDGE_CONNECTION',
 ] as const;
 /** A notification's type: its rule's trigger, or GENERAL for an ad-hoc request. */
 export const NOTIFICATION_TYPES = [...TRIGGER_TYPES, 'GENERAL'] as const;
@@ -210,6 +211,17 @@ const entityActionTrigger = z.looseObject({
 });
 export type EntityActionTrigger = z.infer<typeof entityActionTrigger>;
 
+/**
+ * EDGE_CONNECTION: the gateway's own link to the cloud ThingsBoard went up or down (ThingsBoard's
+ * trigger for an edge's connection; here the edge is this gateway, so `edges` is not used).
+ */
+const edgeConnectionTrigger = z.looseObject({
+  triggerType: z.literal('EDGE_CONNECTION'),
+  edges: z.array(z.uuid()).nullish(),
+  notifyOn: z.array(z.enum(['CONNECTED', 'DISCONNECTED'])).min(1),
+});
+export type EdgeConnectionTrigger = z.infer<typeof edgeConnectionTrigger>;
+
 export const ruleBody = z.looseObject({
   id: idRef.nullish(),
   name,
@@ -222,6 +234,7 @@ export const ruleBody = z.looseObject({
     commentTrigger,
     activityTrigger,
     entityActionTrigger,
+    edgeConnectionTrigger,
   ]),
   recipientsConfig: z.looseObject({
     triggerType: z.enum(TRIGGER_TYPES).optional(),
@@ -239,7 +252,8 @@ export type TriggerConfig =
   | AssignmentTrigger
   | CommentTrigger
   | ActivityTrigger
-  | EntityActionTrigger;
+  | EntityActionTrigger
+  | EdgeConnectionTrigger;
 
 /** One inbox entry (ThingsBoard's `Notification`). */
 export interface Notification {
