@@ -18,16 +18,18 @@ import {
 const TOKEN = 'drill-gateway-token';
 const ADMIN = { username: 'drill@test.local', password: 'drill-password-1' };
 /**
- * The cloud's outage. The issue asks for about a minute; 20 s keeps npm test short and holds the
- * same events: publishes cut without PUBACK, a backlog, a SIGKILL and restart inside the outage,
- * reconnect backoff, the drain. `UPSTREAM_DRILL_OUTAGE_MS=60000` runs the full minute.
+ * The cloud's outage: the full minute the issue asks for (publishes cut without PUBACK, a
+ * backlog, a SIGKILL and restart inside the outage, reconnect backoff up to its cap, the drain).
+ * `UPSTREAM_DRILL_OUTAGE_MS` shortens it while working on this file.
  */
-const OUTAGE_MS = Number(process.env.UPSTREAM_DRILL_OUTAGE_MS) || 20_000;
+const OUTAGE_MS = Number(process.env.UPSTREAM_DRILL_OUTAGE_MS) || 60_000;
 const RATE_PER_DEVICE = 20;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('fire drill: the cloud goes down, the gateway is SIGKILLed and restarted meanwhile', () => {
-  it('every acknowledged reading reaches the cloud in per-device order, the backlog drains to 0', async () => {
+  it('every acknowledged reading reaches the cloud in per-device order, the backlog drains to 0', {
+    timeout: OUTAGE_MS + 240_000,
+  }, async () => {
     assert.ok(existsSync(BUNDLE), 'run `node build.mjs` first: this test runs the built bundle');
     const cloud = new FakeCloud({ token: TOKEN });
     await cloud.start();
