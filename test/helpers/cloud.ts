@@ -32,6 +32,11 @@ export interface CloudOptions {
    * let in without a token (ThingsBoard's X.509 device credentials).
    */
   readonly tls?: { cert: string; key: string; ca?: string; clientCn?: string };
+  /**
+   * ThingsBoard's MQTT basic credentials instead of the token: the client id, user name and
+   * password must all match.
+   */
+  readonly basic?: { clientId: string; username: string; password: string };
 }
 
 /**
@@ -65,8 +70,13 @@ export class FakeCloud {
 
   async start(): Promise<void> {
     const broker = await Aedes.createBroker({
-      authenticate: (client, username, _password, done) => {
-        const ok = username === this.opts.token || this.#byCertificate(client);
+      authenticate: (client, username, password, done) => {
+        const basic = this.opts.basic;
+        const ok = basic
+          ? client.id === basic.clientId &&
+            username === basic.username &&
+            password?.toString() === basic.password
+          : username === this.opts.token || this.#byCertificate(client);
         if (ok) {
           this.connects++;
           this.gatewayClient = client;
