@@ -64,6 +64,22 @@ describe('loadConfig', () => {
     );
   });
 
+  it('takes a public URL of scheme, host and port only', () => {
+    assert.equal(
+      loadConfig({ env: { EDGE_PUBLIC_URL: 'https://gw.plant.example:8443/' } }).config.http
+        .publicUrl,
+      'https://gw.plant.example:8443/',
+    );
+    assert.equal(loadConfig({ env: {} }).config.http.publicUrl, '');
+    for (const bad of ['https://gw.plant.example/ui', 'gw.plant.example', 'ftp://gw']) {
+      assert.throws(
+        () => loadConfig({ argv: ['--public-url', bad], env: {} }),
+        (err: ConfigError) => err.problems.some((p) => p.startsWith('--public-url must be')),
+        bad,
+      );
+    }
+  });
+
   it('lets flags beat env beat file beat defaults', () => {
     const { config } = loadConfig({
       argv: ['--config', file, '--http-port', '2001'],

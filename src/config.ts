@@ -25,6 +25,8 @@ export interface Config {
     readonly maxHeaderBytes: number;
     /** Plain HTTP answers with a redirect to HTTPS, except the device API (`/api/v1/...`). */
     readonly redirect: boolean;
+    /** Base of the links the gateway hands out and mails (activation, password reset); empty: the request's. */
+    readonly publicUrl: string;
   };
   /** The REST API, device HTTP API, WebSocket and page over TLS. */
   readonly https: { readonly enabled: boolean; readonly port: number };
@@ -325,6 +327,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'bool',
     default: false,
     help: 'Plain HTTP answers 308 to the HTTPS address, except the device API (/api/v1/...), which many devices only speak in plain HTTP',
+  },
+  {
+    path: 'http.publicUrl',
+    flag: '--public-url',
+    env: 'EDGE_PUBLIC_URL',
+    type: 'text',
+    default: '',
+    help: 'Address users reach the page at (https://gateway.plant.example): the base of activation and password-reset links, mailed ones included (empty = the address of the request that asks for the link)',
   },
   {
     path: 'mqtt.port',
@@ -1102,6 +1112,10 @@ export function loadConfig(input: ConfigInput = {}): { config: Config; secrets: 
   const tls = out.tls as { cert?: string; key?: string } | undefined;
   if (tls && Boolean(tls.cert) !== Boolean(tls.key)) {
     problems.push('--tls-cert and --tls-key must be set together');
+  }
+  const publicUrl = (out.http as { publicUrl?: string } | undefined)?.publicUrl;
+  if (publicUrl && !/^https?:\/\/[^/?#]+\/?$/.test(publicUrl)) {
+    problems.push(`--public-url must be http(s)://host[:port] without a path (got ${publicUrl})`);
   }
   const upstreamUrl = (out.upstream as { url?: string } | undefined)?.url;
   if (upstreamUrl && !/^mqtts?:\/\/[^/]+/.test(upstreamUrl)) {

@@ -857,6 +857,7 @@ async function buildServices(
     // The notification center is built below; a reset mail is sent at request time.
     mailer: () =>
       notifications.settings.smtp() ? (mail) => notifications.channels.email(mail) : undefined,
+    publicUrl: config.http.publicUrl,
   });
   await users.bootstrapAdmin();
   const auth = new AuthService({ config, users, log: loggers.auth, audit });

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { request } from 'node:http';
 import { after, before, describe, it, mock } from 'node:test';
-import { startGateway, type TestGateway } from './helpers/gateway.js';
+import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
+import { adminPost, startSmtp } from './helpers/notify.js';
 import { activateUser, activationToken, createCustomer, createUser } from './helpers/users.js';
 
 const PASSWORD = 'first-password-1';
@@ -218,6 +220,68 @@ describe('password reset over HTTP', () => {
       body: { activateToken: resetToken, password: PASSWORD },
     });
     assert.equal(res.status, 400);
+  });
+});
+
+describe('links on the configured public address (--public-url)', () => {
+  let t: TestGateway;
+  let smtp: Awaited<ReturnType<typeof startSmtp>>;
+  let userId: string;
+  before(async () => {
+    smtp = await startSmtp();
+    t = await startGateway({ config: { http: { publicUrl: 'https://gw.plant.example/' } } });
+    await adminPost(t, '/api/admin/settings', {
+      key: 'mail',
+      jsonValue: { mailFrom: 'gateway@plant.local', smtpHost: '127.0.0.1', smtpPort: smtp.port },
+    });
+    const customerId = await createCustomer(t, 'Public Url Ltd');
+    userId = await createUser(t, 'night-shift@example.com', customerId);
+  });
+  after(async () => {
+    await t.close();
+    await smtp.close();
+  });
+
+  it('the activation and reset links use it, and a forged Host header does not reach a mail', async () => {
+    const admin = await t.adminToken();
+    const activation = await (
+      await t.api(`/api/user/${userId}/activationLink`, { token: admin })
+    ).text();
+    assert.match(
+      activation,
+      /^https:\/\/gw\.plant\.example\/api\/noauth\/activate\?activateToken=/,
+    );
+    await activateUser(t, userId, PASSWORD);
+    const reset = await (
+      await t.api(`/api/user/${userId}/passwordResetLink`, { token: admin })
+    ).text();
+    assert.match(reset, /^https:\/\/gw\.plant\.example\/api\/noauth\/resetPassword\?resetToken=/);
+
+    // A reset asked for with somebody else's host name in the request.
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port: t.gw.ports.http,
+          path: '/api/noauth/resetPasswordByEmail',
+          method: 'POST',
+          headers: { host: 'attacker.example', 'content-type': 'application/json' },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify({ email: 'night-shift@example.com' }));
+    });
+    assert.equal(status, 200);
+    const mail = await waitFor(() => smtp.mails[0], 20_000, 'the reset mail');
+    assert.match(
+      mail.data,
+      /https:\/\/gw\.plant\.example\/api\/noauth\/resetPassword\?resetToken=/,
+    );
+    assert.doesNotMatch(mail.data, /attacker\.example/);
   });
 });
 

@@ -100,6 +100,12 @@ export interface UserServiceDeps {
    * each request: mail settings change at run time).
    */
   readonly mailer?: () => ((mail: EmailMessage) => Promise<void>) | undefined;
+  /**
+   * The configured address of the page (`--public-url`): the base of every link handed out or
+   * mailed. Empty: the address the asking request came to (ThingsBoard without a fixed base URL),
+   * which a client chooses through its Host header.
+   */
+  readonly publicUrl?: string;
 }
 
 export class UserService {
@@ -107,6 +113,11 @@ export class UserService {
 
   constructor(private readonly deps: UserServiceDeps) {
     this.#store = new UserStore(deps.db);
+  }
+
+  /** The base of a link: the configured public address, else the asking request's. */
+  #base(requestOrigin: string): string {
+    return this.deps.publicUrl ? this.deps.publicUrl.replace(/\/+$/, '') : requestOrigin;
   }
 
   /**
@@ -349,7 +360,7 @@ export class UserService {
     if (row.password_hash) throw new ValidationError('User is already activated!');
     const token = this.#issueToken(row.id, 'ACTIVATE');
     return {
-      value: `${baseUrl}/api/noauth/activate?activateToken=${token}`,
+      value: `${this.#base(baseUrl)}/api/noauth/activate?activateToken=${token}`,
       ttlMs: USER_TOKEN_TTL_MS,
     };
   }
@@ -363,7 +374,7 @@ export class UserService {
     if (!row.enabled) throw new ValidationError('Unable to reset password for inactive user');
     const token = this.#issueToken(row.id, 'RESET');
     return {
-      value: `${baseUrl}/api/noauth/resetPassword?resetToken=${token}`,
+      value: `${this.#base(baseUrl)}/api/noauth/resetPassword?resetToken=${token}`,
       ttlMs: USER_TOKEN_TTL_MS,
     };
   }
@@ -389,7 +400,7 @@ export class UserService {
       );
       return;
     }
-    const link = `${baseUrl}/api/noauth/resetPassword?resetToken=${this.#issueToken(row.id, 'RESET')}`;
+    const link = `${this.#base(baseUrl)}/api/noauth/resetPassword?resetToken=${this.#issueToken(row.id, 'RESET')}`;
     const hours = Math.round(USER_TOKEN_TTL_MS / 3_600_000);
     send({
       to: row.email,
