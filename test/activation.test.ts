@@ -283,6 +283,33 @@ describe('links on the configured public address (--public-url)', () => {
     );
     assert.doesNotMatch(mail.data, /attacker\.example/);
   });
+
+  it('a user created with sendActivationMail (the default) gets the activation link by mail', async () => {
+    const admin = await t.adminToken();
+    const res = await t.api('/api/user', {
+      body: { email: 'new-hire@example.com', authority: 'TENANT_ADMIN' },
+      token: admin,
+    });
+    assert.equal(res.status, 200);
+    const mail = await waitFor(
+      () => smtp.mails.find((m) => m.to.includes('new-hire@example.com')),
+      20_000,
+      'the activation mail',
+    );
+    assert.match(mail.data, /Subject: Your account on the edge gateway/);
+    // The body is quoted-printable: soft line breaks and `=3D` for `=`.
+    const text = mail.data.replace(/=\r?\n/g, '').replace(/=3D/g, '=');
+    const token = /activateToken=([A-Za-z0-9]{30})/.exec(text)?.[1] ?? '';
+    assert.match(text, /https:\/\/gw\.plant\.example\/api\/noauth\/activate\?activateToken=/);
+    const done = await t.api('/api/noauth/activate', {
+      body: { activateToken: token, password: 'new-hire-pass-1' },
+    });
+    assert.equal(done.status, 200);
+    const login = await t.api('/api/auth/login', {
+      body: { username: 'new-hire@example.com', password: 'new-hire-pass-1' },
+    });
+    assert.equal(login.status, 200);
+  });
 });
 
 describe('disabled users', () => {

@@ -66,6 +66,8 @@ export const MIN_PASSWORD_LENGTH = 8;
 const MAX_PASSWORD_LENGTH = 256;
 /** ThingsBoard's default activation/reset link lifetime (security settings): 24 h. */
 export const USER_TOKEN_TTL_MS = 24 * 60 * 60 * 1000;
+/** The link lifetime in whole hours, as the mails say it. */
+const HOURS = Math.round(USER_TOKEN_TTL_MS / 3_600_000);
 
 /** A link for the administrator to hand over, and how long it stays valid. */
 export interface UserLink {
@@ -211,7 +213,11 @@ export class UserService {
    * ThingsBoard's `POST /api/user`: creates (no `id`, tenant admin only) or updates a user. A new
    * user has no password and is disabled until it follows its activation link.
    */
-  save(body: unknown, principal: Principal, opts: { sendActivationMail: boolean }): User {
+  save(
+    body: unknown,
+    principal: Principal,
+    opts: { sendActivationMail: boolean; baseUrl?: string },
+  ): User {
     const input = validate(userBody, body, 'user');
     const customerId = input.customerId?.id.toLowerCase();
     const wantedCustomer = customerId && customerId !== NULL_UUID ? customerId : null;
@@ -270,14 +276,7 @@ export class UserService {
     });
     const user = this.toUser(this.#row(id));
     this.#audit('ADDED', user, actor);
-    if (opts.sendActivationMail) {
-      // @NOTE: ThingsBoard deletes the user and answers 500 when the mail cannot be sent. The
-      // gateway has no mail settings yet, so it keeps the user; the admin hands over the link.
-      this.deps.log.info(
-        { userId: id },
-        'no activation mail sent: email is not configured; use GET /api/user/{id}/activationLink',
-      );
-    }
+    if (opts.sendActivationMail) this.#mailActivation(id, input.email, opts.baseUrl ?? '');
     return user;
   }
 
@@ -401,17 +400,51 @@ export class UserService {
       return;
     }
     const link = `${this.#base(baseUrl)}/api/noauth/resetPassword?resetToken=${this.#issueToken(row.id, 'RESET')}`;
-    const hours = Math.round(USER_TOKEN_TTL_MS / 3_600_000);
-    send({
+    this.#sendLink(send, row.id, 'password reset', {
       to: row.email,
       subject: 'Password reset',
       body:
         `A password reset was requested for ${row.email} on the edge gateway.\n\n` +
-        `Open this link to set a new password (valid for ${hours} hours, once):\n${link}\n\n` +
+        `Open this link to set a new password (valid for ${HOURS} hours, once):\n${link}\n\n` +
         'If you did not ask for it, ignore this mail: your password stays as it is.\n',
-    }).then(
-      () => this.deps.log.info({ userId: row.id }, 'password reset mail sent'),
-      (err: unknown) => this.deps.log.warn({ err, userId: row.id }, 'password reset mail failed'),
+    });
+  }
+
+  /**
+   * `POST /api/user?sendActivationMail=true` (the default): with the system SMTP settings, the new
+   * user gets a mail with the activation link. Without them the user is kept and the
+   * administrator hands over `GET /api/user/{id}/activationLink`.
+   * @NOTE: ThingsBoard deletes the user and answers 500 when the mail cannot be sent; the mail
+   * goes out after the answer here, so a failed one is logged and the user kept.
+   */
+  #mailActivation(id: string, email: string, baseUrl: string): void {
+    const send = this.deps.mailer?.();
+    if (!send) {
+      this.deps.log.info(
+        { userId: id },
+        'no activation mail sent: email is not configured; use GET /api/user/{id}/activationLink',
+      );
+      return;
+    }
+    const link = `${this.#base(baseUrl)}/api/noauth/activate?activateToken=${this.#issueToken(id, 'ACTIVATE')}`;
+    this.#sendLink(send, id, 'activation', {
+      to: email,
+      subject: 'Your account on the edge gateway',
+      body:
+        `An account was created for ${email} on the edge gateway.\n\n` +
+        `Open this link to choose your password (valid for ${HOURS} hours, once):\n${link}\n`,
+    });
+  }
+
+  #sendLink(
+    send: (mail: EmailMessage) => Promise<void>,
+    userId: string,
+    what: string,
+    mail: EmailMessage,
+  ): void {
+    send(mail).then(
+      () => this.deps.log.info({ userId }, `${what} mail sent`),
+      (err: unknown) => this.deps.log.warn({ err, userId }, `${what} mail failed`),
     );
   }
 

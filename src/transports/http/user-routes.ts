@@ -29,7 +29,9 @@ export function userRoutes(deps: { users: UserService; requireUser: RequireUser 
 
   app.post('/user', requireUser, async (c) => {
     const sendActivationMail = boolParam(c, 'sendActivationMail', true);
-    return c.json(users.save(await readJson(c), c.var.principal, { sendActivationMail }));
+    return c.json(
+      users.save(await readJson(c), c.var.principal, { sendActivationMail, baseUrl: baseUrl(c) }),
+    );
   });
 
   app.get('/user/:id', requireUser, (c) => c.json(users.get(userId(c), c.var.principal)));
