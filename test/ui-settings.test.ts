@@ -108,19 +108,7 @@ test('a target, a template and a rule made on the page mail an alarm; the delive
     .waitFor();
 
   await page.getByRole('tab', { name: 'Rules' }).click();
-  await page.getByRole('button', { name: 'Add rule' }).click();
-  dialog = page.getByRole('dialog', { name: 'Add rule' });
-  await dialog.getByLabel('Name').fill('Mail the shift');
-  await dialog.getByLabel('Template').selectOption({ label: 'Alarm mail' });
-  await dialog
-    .getByRole('group', { name: 'Send to', exact: true })
-    .getByLabel('Shift mailbox')
-    .check();
-  await dialog.getByRole('button', { name: 'Save' }).click();
-  await page
-    .getByRole('table', { name: 'Notification rules' })
-    .getByText('Mail the shift')
-    .waitFor();
+  await addRule('Mail the shift');
   await screenshot(page, 'notification-rules');
 
   const token = await t.adminToken();
@@ -143,20 +131,7 @@ test('a target, a template and a rule made on the page mail an alarm; the delive
   assert.equal(rule.recipientsConfig.escalationTable['0'].length, 1);
 
   // An alarm assignment rule: ASSIGNED by default, its targets as a plain list.
-  await page.getByRole('button', { name: 'Add rule' }).click();
-  dialog = page.getByRole('dialog', { name: 'Add rule' });
-  await dialog.getByLabel('Name').fill('Tell the assignee');
-  await dialog.getByLabel('Trigger').selectOption('ALARM_ASSIGNMENT');
-  await dialog.getByLabel('Template').selectOption({ label: 'Alarm mail' });
-  await dialog
-    .getByRole('group', { name: 'Send to', exact: true })
-    .getByLabel('Shift mailbox')
-    .check();
-  await dialog.getByRole('button', { name: 'Save' }).click();
-  await page
-    .getByRole('table', { name: 'Notification rules' })
-    .getByText('Tell the assignee')
-    .waitFor();
+  await addRule('Tell the assignee', 'ALARM_ASSIGNMENT');
   const all = (await (
     await t.api('/api/notification/rules?pageSize=10&page=0', { token })
   ).json()) as { data: Array<{ name: string; triggerConfig: unknown; recipientsConfig: unknown }> };
@@ -251,3 +226,18 @@ test('a scheduler event made on the page sets a shared attribute on a subscribed
   ).json()) as unknown[];
   assert.equal(left.length, 0);
 });
+
+/** Adds a notification rule on the page: the "Alarm mail" template to the "Shift mailbox" target. */
+async function addRule(name: string, trigger?: string): Promise<void> {
+  await page.getByRole('button', { name: 'Add rule' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Add rule' });
+  await dialog.getByLabel('Name').fill(name);
+  if (trigger) await dialog.getByLabel('Trigger').selectOption(trigger);
+  await dialog.getByLabel('Template').selectOption({ label: 'Alarm mail' });
+  await dialog
+    .getByRole('group', { name: 'Send to', exact: true })
+    .getByLabel('Shift mailbox')
+    .check();
+  await dialog.getByRole('button', { name: 'Save' }).click();
+  await page.getByRole('table', { name: 'Notification rules' }).getByText(name).waitFor();
+}
