@@ -168,6 +168,9 @@ export interface LayoutWidget {
   mobileOrder?: number;
 }
 
+/** A layout's widgets by id with their places. */
+export type Places = Record<string, LayoutWidget>;
+
 export interface AliasFilter {
   type: string;
   resolveMultiple?: boolean;

@@ -7,6 +7,7 @@ import {
   KIND_LABELS,
   type LayoutWidget,
   newWidget,
+  type Places,
   type Widget,
   type WidgetKind,
   widgetKind,
@@ -17,20 +18,65 @@ import {
  * never download it): the widget dialog and the arranging tools of each widget. A widget moves by
  * dragging its grip (pointer events: mouse, pen or touch) and resizes by its corner, a grid cell
  * at a time; the buttons do the same from the keyboard. Positions are the layout's `row`, `col`,
- * `sizeX` and `sizeY`, as ThingsBoard's JSON keeps them.
+ * `sizeX` and `sizeY`, as ThingsBoard's JSON keeps them. Widgets never overlap: the ones a move
+ * or resize covers go down (`settle`).
  */
 
-/** Moves (`grip`) or resizes (`corner`) a widget by whole grid cells while the pointer drags. */
+/** Whether two places share a grid cell. */
+const overlaps = (a: LayoutWidget, b: LayoutWidget): boolean =>
+  a.col < b.col + b.sizeX &&
+  b.col < a.col + a.sizeX &&
+  a.row < b.row + b.sizeY &&
+  b.row < a.row + a.sizeY;
+
+/**
+ * The layout with widget `wid` at `place` (clamped to the 24 columns) and no two widgets on one
+ * cell: taken in order of their rows, every other widget that covers a cell already taken goes
+ * down until it is clear (below the moved one, and so on down the page). Nothing moves up to fill
+ * a gap (ThingsBoard's grid does not compact either).
+ */
+export function settle(widgets: Places, wid: string, place: LayoutWidget): Places {
+  const sizeX = Math.max(1, Math.min(24, place.sizeX));
+  const moved = {
+    ...place,
+    sizeX,
+    sizeY: Math.max(1, place.sizeY),
+    col: Math.max(0, Math.min(24 - sizeX, place.col)),
+    row: Math.max(0, place.row),
+  };
+  const taken = [moved];
+  const next: Places = { [wid]: moved };
+  const rest = Object.entries(widgets)
+    .filter(([id]) => id !== wid)
+    .sort(([, a], [, b]) => a.row - b.row || a.col - b.col);
+  for (const [id, l] of rest) {
+    const p = { ...l };
+    for (let hit = taken.find((t) => overlaps(t, p)); hit; hit = taken.find((t) => overlaps(t, p)))
+      p.row = hit.row + hit.sizeY;
+    taken.push(p);
+    next[id] = p;
+  }
+  // The JSON keeps its order of widgets.
+  return Object.fromEntries(Object.keys({ ...widgets, ...next }).map((id) => [id, next[id]]));
+}
+
+/**
+ * Moves (`grip`) or resizes (`corner`) widget `wid` by whole grid cells while the pointer drags;
+ * each step settles the layout as it was when the drag began, so a widget pushed aside comes back
+ * when the dragged one moves on.
+ */
 function startDrag(
   e: PointerEvent,
   what: 'grip' | 'corner',
-  from: LayoutWidget,
-  onPlace: (l: LayoutWidget) => void,
+  wid: string,
+  before: Places,
+  onLayout: (l: Places) => void,
 ): void {
+  const from = before[wid];
   const handle = e.currentTarget as HTMLElement;
   const grid = handle.closest('.grid');
   const article = handle.closest('.widget');
-  if (!grid || !article || e.button !== 0) return;
+  if (!grid || !article || !from || e.button !== 0) return;
   e.preventDefault();
   handle.setPointerCapture(e.pointerId);
   const css = getComputedStyle(grid);
@@ -47,10 +93,14 @@ function startDrag(
     const dr = Math.round((ev.clientY - y0) / rowStep);
     if (`${dc},${dr}` === last) return;
     last = `${dc},${dr}`;
-    onPlace(
-      what === 'grip'
-        ? { ...from, col: from.col + dc, row: from.row + dr }
-        : { ...from, sizeX: from.sizeX + dc, sizeY: from.sizeY + dr },
+    onLayout(
+      settle(
+        before,
+        wid,
+        what === 'grip'
+          ? { ...from, col: from.col + dc, row: from.row + dr }
+          : { ...from, sizeX: from.sizeX + dc, sizeY: from.sizeY + dr },
+      ),
     );
   };
   const end = () => {
@@ -78,20 +128,23 @@ const STEPS: Array<[string, string, (l: LayoutWidget) => LayoutWidget]> = [
 /** A widget's tools in edit mode: the drag grip and resize corner, and the keyboard's buttons. */
 export function WidgetTools(props: {
   title: string;
-  layout: LayoutWidget;
+  /** This widget's id in `layout`. */
+  id: string;
+  /** The places of every widget of its layout. */
+  layout: Places;
   onConfigure: () => void;
-  /** The widget's new place (the page clamps it to the grid). */
-  onPlace: (l: LayoutWidget) => void;
+  /** The layout's new places (settled: on the grid, no overlaps). */
+  onLayout: (l: Places) => void;
   onRemove: () => void;
 }) {
-  const l = props.layout;
+  const l = props.layout[props.id];
   return (
     <>
       <span
         class="drag-grip"
         aria-hidden="true"
         title="Drag to move"
-        onPointerDown={(e) => startDrag(e, 'grip', l, props.onPlace)}
+        onPointerDown={(e) => startDrag(e, 'grip', props.id, props.layout, props.onLayout)}
       >
         ⠿
       </span>
@@ -99,7 +152,7 @@ export function WidgetTools(props: {
         class="drag-corner"
         aria-hidden="true"
         title="Drag to resize"
-        onPointerDown={(e) => startDrag(e, 'corner', l, props.onPlace)}
+        onPointerDown={(e) => startDrag(e, 'corner', props.id, props.layout, props.onLayout)}
       />
       <div class="widget-tools" role="toolbar" aria-label={`Arrange ${props.title}`}>
         <button type="button" onClick={props.onConfigure}>
@@ -110,7 +163,7 @@ export function WidgetTools(props: {
             key={label}
             type="button"
             aria-label={label}
-            onClick={() => props.onPlace(step(l))}
+            onClick={() => props.onLayout(settle(props.layout, props.id, step(l)))}
           >
             {text}
           </button>

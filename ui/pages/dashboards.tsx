@@ -18,7 +18,7 @@ import {
   type DashboardConfig,
   decodeState,
   encodeState,
-  type LayoutWidget,
+  type Places,
   rootState,
   type StateObject,
   safeUrl,
@@ -258,8 +258,8 @@ function DashboardView(props: { id: string }) {
     }
   };
   const update = (next: DashboardConfig) => setDraft({ ...dash, configuration: next });
-  /** The states with `wid` placed at `l` in the current state's `name` layout (removed: undefined). */
-  const setLayout = (wid: string, l: LayoutWidget | undefined, name: 'main' | 'right' = 'main') => {
+  /** The states with the current state's `name` layout's places changed by `change`. */
+  const setLayout = (name: 'main' | 'right', change: (lw: Places) => Places) => {
     const states = { ...(cfg.states ?? {}) };
     const st = states[stateId] ?? {
       name: dash.title,
@@ -267,18 +267,9 @@ function DashboardView(props: { id: string }) {
       layouts: { main: { widgets: {} } },
     };
     const one = st.layouts?.[name] ?? { widgets: {} };
-    const lw = { ...(one.widgets ?? {}) };
-    if (l) lw[wid] = l;
-    else delete lw[wid];
+    const lw = change({ ...(one.widgets ?? {}) });
     states[stateId] = { ...st, layouts: { ...st.layouts, [name]: { ...one, widgets: lw } } };
     return states;
-  };
-  const move = (wid: string, n: LayoutWidget, name: 'main' | 'right') => {
-    n.sizeX = Math.max(1, Math.min(24, n.sizeX));
-    n.sizeY = Math.max(1, n.sizeY);
-    n.col = Math.max(0, Math.min(24 - n.sizeX, n.col));
-    n.row = Math.max(0, n.row);
-    update({ ...cfg, states: setLayout(wid, n, name) });
   };
   const placed = Object.entries(layout).filter(([wid]) => widgets[wid]);
   const placedRight = Object.entries(right).filter(([wid]) => widgets[wid]);
@@ -407,13 +398,19 @@ function DashboardView(props: { id: string }) {
                         {(ed) => (
                           <ed.WidgetTools
                             title={title}
-                            layout={l}
+                            id={wid}
+                            layout={layoutName === 'main' ? layout : right}
                             onConfigure={() => setConfiguring(w)}
-                            onPlace={(n) => move(wid, { ...n }, layoutName)}
+                            onLayout={(lw) =>
+                              update({ ...cfg, states: setLayout(layoutName, () => lw) })
+                            }
                             onRemove={() => {
                               const next = { ...widgets };
                               delete next[wid];
-                              const states = setLayout(wid, undefined, layoutName);
+                              const states = setLayout(layoutName, (lw) => {
+                                delete lw[wid];
+                                return lw;
+                              });
                               update({ ...cfg, widgets: next, states });
                             }}
                           />
@@ -452,7 +449,10 @@ function DashboardView(props: { id: string }) {
               widgets: { ...widgets, [w.id]: w },
             };
             next.states = isNew
-              ? setLayout(w.id, { sizeX: w.sizeX ?? 8, sizeY: w.sizeY ?? 5, row: bottom, col: 0 })
+              ? setLayout('main', (lw) => ({
+                  ...lw,
+                  [w.id]: { sizeX: w.sizeX ?? 8, sizeY: w.sizeY ?? 5, row: bottom, col: 0 },
+                }))
               : cfg.states;
             update(next);
             setConfiguring(null);
