@@ -156,6 +156,73 @@ export function isDue(schedule: EventInput['schedule'], now: number): 'run' | 's
 }
 
 /**
+ * The job an event's schedule arms at `now`: its cron expression and whether it runs once; or
+ * undefined when nothing is left to run (a one-time event whose time has passed, a repeat past
+ * `endsOn`).
+ */
+export function armingOf(
+  schedule: EventInput['schedule'],
+  now: number,
+): { expression: string; once: boolean } | undefined {
+  const plan = cronOf(schedule);
+  if (plan.once && (schedule.startTime ?? 0) <= now) return undefined;
+  if (isDue(schedule, now) === 'ended') return undefined;
+  return plan;
+}
+
+/** At most this many runs are previewed at once. */
+export const MAX_PREVIEW_RUNS = 100;
+/** Matcher steps one preview may take (bounds its CPU; a preview stops short of it). */
+const MAX_PREVIEW_STEPS = 10_000;
+
+const previewBody = z.looseObject({
+  schedule: scheduleBody,
+  count: z.number().int().min(1).max(MAX_PREVIEW_RUNS).default(5),
+  /** From when (ms since the epoch); default the gateway's clock now. */
+  from: z.number().int().nonnegative().optional(),
+});
+
+/**
+ * The next `count` runs (ms) of `schedule` after `from`, as its armed job makes them: the job's
+ * cron ticks (the scheduler host's matcher) that `isDue` lets run, ending after a one-time run or
+ * at `endsOn`. Nothing is armed.
+ */
+export function nextRuns(schedule: EventInput['schedule'], from: number, count: number): number[] {
+  const plan = armingOf(schedule, from);
+  if (!plan) return [];
+  const next = Scheduler.matcher(plan.expression, schedule.timezone);
+  const start =
+    schedule.cron || schedule.startTime === undefined
+      ? undefined
+      : Math.floor(schedule.startTime / 1000) * 1000;
+  const repeat = schedule.repeat;
+  const period =
+    start !== undefined && repeat?.type === 'TIMER' && repeat.timeUnit && repeat.repeatInterval
+      ? TIME_UNITS[repeat.timeUnit] * repeat.repeatInterval
+      : undefined;
+  // isDue skips the ticks before startTime: begin with the one at it.
+  let cursor = start === undefined ? from : Math.max(from, start - 1000);
+  const runs: number[] = [];
+  for (let step = 0; runs.length < count && step < MAX_PREVIEW_STEPS; step++) {
+    if (period !== undefined && start !== undefined) {
+      // isDue skips a timer's ticks between intervals: go to the one of the next interval.
+      const k = cursor < start ? 0 : Math.floor((cursor - start) / period) + 1;
+      cursor = Math.max(cursor, start + k * period - 1000);
+    }
+    const tick = next(cursor);
+    if (tick === undefined) break;
+    const due = isDue(schedule, tick);
+    if (due === 'ended') break;
+    if (due === 'run') {
+      runs.push(tick);
+      if (plan.once) break;
+    }
+    cursor = tick;
+  }
+  return runs;
+}
+
+/**
  * User schedules in ThingsBoard PE's scheduler-event shape (issue 14 §11): on each run, an
  * attribute update (`POST_ATTRIBUTES_REQUEST`, metadata `scope` SHARED_SCOPE or SERVER_SCOPE), a
  * one-way RPC (`RPC_CALL_FROM_SERVER_TO_DEVICE`, body `{"method","params"}`), or any other message
@@ -203,6 +270,7 @@ export class SchedulerEventService {
 
   save(body: unknown): ReturnType<typeof toEvent> {
     const input = validate(eventBody, body, 'scheduler event');
+    Scheduler.checkTimezone(input.schedule.timezone);
     const { expression } = cronOf(input.schedule);
     Scheduler.check(expression, input.schedule.timezone);
     const fields = {
@@ -242,6 +310,23 @@ export class SchedulerEventService {
     return toEvent(row);
   }
 
+  /**
+   * `POST /api/scheduler/nextRuns` (ours): the next runs of a schedule that need not be saved
+   * (`{schedule, count?, from?}`), computed as its armed job would run; nothing is armed.
+   */
+  preview(body: unknown): { expression: string; timezone: string | null; runs: number[] } {
+    const input = validate(previewBody, body, 'schedule preview');
+    const { schedule } = input;
+    Scheduler.checkTimezone(schedule.timezone);
+    const { expression } = cronOf(schedule);
+    Scheduler.check(expression, schedule.timezone);
+    return {
+      expression,
+      timezone: schedule.timezone ?? null,
+      runs: nextRuns(schedule, input.from ?? this.#now(), input.count),
+    };
+  }
+
   /** Saves refused at the MAX_EVENTS bound since start (`/metrics`). */
   get refused(): number {
     return this.#refused;
@@ -271,10 +356,9 @@ export class SchedulerEventService {
     this.deps.scheduler.cancel(row.id);
     if (row.enabled !== 1) return;
     const schedule = JSON.parse(row.schedule) as EventInput['schedule'];
-    const { expression, once } = cronOf(schedule);
-    const now = this.#now();
-    if (once && (schedule.startTime ?? 0) <= now) return;
-    if (isDue(schedule, now) === 'ended') return;
+    const plan = armingOf(schedule, this.#now());
+    if (!plan) return;
+    const { expression, once } = plan;
     this.deps.scheduler.schedule(row.id, expression, schedule.timezone, () => {
       this.tick(row.id, schedule, once);
     });

@@ -58,6 +58,11 @@ export interface JobInfo {
   readonly nextRun: number | null;
 }
 
+/** node-cron's matcher of one expression in one time zone. */
+interface TimeMatcher {
+  getNextMatch(date: Date): Date;
+}
+
 interface Job {
   task: ScheduledTask | undefined;
   readonly expression: string;
@@ -86,13 +91,51 @@ export class Scheduler implements PeriodicJobs {
   static check(expression: string, timezone?: string): void {
     if (!cron.validate(expression))
       throw new ValidationError(`Invalid cron expression: ${expression}`);
-    if (timezone !== undefined) {
-      try {
-        new Intl.DateTimeFormat('en-US', { timeZone: timezone });
-      } catch {
-        throw new ValidationError(`Invalid time zone: ${timezone}`);
-      }
+    Scheduler.checkTimezone(timezone);
+  }
+
+  /** Checks a time zone (IANA name); throws ValidationError naming it. */
+  static checkTimezone(timezone: string | undefined): void {
+    if (timezone === undefined) return;
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: timezone });
+    } catch {
+      throw new ValidationError(`Invalid time zone: ${timezone}`);
     }
+  }
+
+  /**
+   * The time matcher an armed job of `expression` in `timezone` waits on (node-cron's own), without
+   * arming one: `next(after)` is the first matching second strictly after `after` (ms), or
+   * undefined when none comes within node-cron's search range. Previews use it, so what they show
+   * is what the armed job does (a wall time skipped by a DST change does not run; one repeated
+   * runs once, at its later instant).
+   */
+  static matcher(expression: string, timezone?: string): (after: number) => number | undefined {
+    Scheduler.check(expression, timezone);
+    let task: ScheduledTask;
+    try {
+      task = cron.createTask(expression, () => {}, { timezone });
+    } catch (err) {
+      throw new ValidationError(
+        `Invalid cron expression: ${expression} (${(err as Error).message})`,
+      );
+    }
+    // node-cron 4 keeps the matcher a task waits on as `timeMatcher` (not in its types); the
+    // task is never started, and destroying it only unregisters it.
+    const matcher = (task as unknown as { timeMatcher?: TimeMatcher }).timeMatcher;
+    void task.destroy();
+    if (typeof matcher?.getNextMatch !== 'function')
+      throw new Error(
+        'node-cron has no timeMatcher.getNextMatch (see package.json for the version)',
+      );
+    return (after) => {
+      try {
+        return matcher.getNextMatch(new Date(after)).getTime();
+      } catch {
+        return undefined;
+      }
+    };
   }
 
   /** Registers (or replaces) the job `key`. */

@@ -9,6 +9,7 @@ import {
 } from '../components/list.js';
 import { Check, ErrorText, formatTs, Tabs, useAction, useLoad } from '../components/ui.js';
 import { ApiError, api, type Id, type PageData, qs } from '../lib/api.js';
+import { browserZone, fromZoned, NextRuns, timeZones, toZoned } from './scheduler-preview.js';
 import { SettingsForm } from './settings-form.js';
 import { RetentionSettingsForm } from './settings-retention.js';
 
@@ -389,11 +390,29 @@ const REPEATS = [
   ['TIMER', 'Every N seconds, minutes or hours'],
 ] as const;
 
-/** A time for a `datetime-local` input (local time, minutes). */
-function localInput(ms: number | null | undefined): string | undefined {
-  if (!ms) return undefined;
-  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60_000);
-  return d.toISOString().slice(0, 16);
+/**
+ * The schedule of the form's fields: a cron expression, or a start time (wall time in the chosen
+ * time zone) with its repeat; `byCron` and `repeat` are the dialog's choices.
+ */
+function scheduleOf(f: FormData, byCron: boolean, repeat: string) {
+  const timezone = String(f.get('timezone') ?? '').trim() || browserZone();
+  if (byCron) return { timezone, cron: String(f.get('cron') ?? '').trim() };
+  const startTime = fromZoned(String(f.get('start') ?? ''), timezone);
+  if (Number.isNaN(startTime)) throw new Error('Choose a start time');
+  const endsOn = String(f.get('endsOn') ?? '');
+  return {
+    timezone,
+    startTime,
+    repeat: repeat
+      ? {
+          type: repeat,
+          repeatOn: repeat === 'WEEKLY' ? f.getAll('day').map(Number) : undefined,
+          repeatInterval: repeat === 'TIMER' ? Number(f.get('interval')) : undefined,
+          timeUnit: repeat === 'TIMER' ? String(f.get('timeUnit')) : undefined,
+          endsOn: endsOn ? fromZoned(endsOn, timezone) : 0,
+        }
+      : null,
+  };
 }
 
 function SchedulerDialog(props: {
@@ -414,6 +433,8 @@ function SchedulerDialog(props: {
   );
   const [byCron, setByCron] = useState(Boolean(e?.schedule.cron));
   const [repeat, setRepeat] = useState(rep?.type ?? '');
+  // Start and end are wall times in the time zone chosen when the dialog opened.
+  const zone = e?.schedule.timezone ?? browserZone();
   const save = async (f: FormData) => {
     const action = String(f.get('action'));
     let msgBody: unknown;
@@ -422,28 +443,13 @@ function SchedulerDialog(props: {
     } catch {
       throw new Error('The body is not JSON');
     }
-    const endsOn = String(f.get('endsOn') ?? '');
-    const schedule = byCron
-      ? { cron: String(f.get('cron')) }
-      : {
-          startTime: new Date(String(f.get('start'))).getTime(),
-          repeat: repeat
-            ? {
-                type: repeat,
-                repeatOn: repeat === 'WEEKLY' ? f.getAll('day').map(Number) : undefined,
-                repeatInterval: repeat === 'TIMER' ? Number(f.get('interval')) : undefined,
-                timeUnit: repeat === 'TIMER' ? String(f.get('timeUnit')) : undefined,
-                endsOn: endsOn ? new Date(endsOn).getTime() : 0,
-              }
-            : null,
-        };
     const rpc = action === 'RPC';
     await api('/api/schedulerEvent', {
       body: {
         ...(e && { id: e.id, version: e.version, enabled: e.enabled }),
         name: String(f.get('name')),
         type: rpc ? 'RPC_CALL' : 'UPDATE_ATTRIBUTES',
-        schedule: { timezone: Intl.DateTimeFormat().resolvedOptions().timeZone, ...schedule },
+        schedule: scheduleOf(f, byCron, repeat),
         configuration: {
           originatorId: { entityType: 'DEVICE', id: String(f.get('device')) },
           msgType: rpc ? 'RPC_CALL_FROM_SERVER_TO_DEVICE' : 'POST_ATTRIBUTES_REQUEST',
@@ -492,6 +498,19 @@ function SchedulerDialog(props: {
           defaultValue={cfg ? JSON.stringify(cfg.msgBody ?? {}) : '{}'}
         />
       </label>
+      <Field
+        label="Time zone"
+        name="timezone"
+        list="time-zones"
+        required
+        defaultValue={zone}
+        autocomplete="off"
+      />
+      <datalist id="time-zones">
+        {timeZones().map((z) => (
+          <option key={z} value={z} />
+        ))}
+      </datalist>
       <Check checked={byCron} onChange={setByCron} label="Schedule by cron expression" />
       {byCron ? (
         <Field
@@ -508,7 +527,7 @@ function SchedulerDialog(props: {
             name="start"
             type="datetime-local"
             required
-            defaultValue={localInput(e?.schedule.startTime)}
+            defaultValue={toZoned(e?.schedule.startTime, zone)}
           />
           <Select
             label="Repeat"
@@ -535,7 +554,7 @@ function SchedulerDialog(props: {
               label="Ends on (empty: never)"
               name="endsOn"
               type="datetime-local"
-              defaultValue={localInput(rep?.endsOn)}
+              defaultValue={toZoned(rep?.endsOn, zone)}
             />
           )}
           {repeat === 'WEEKLY' && (
@@ -556,6 +575,7 @@ function SchedulerDialog(props: {
           )}
         </>
       )}
+      <NextRuns scheduleOf={(f) => scheduleOf(f, byCron, repeat)} />
     </FormDialog>
   );
 }

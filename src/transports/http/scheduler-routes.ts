@@ -8,7 +8,8 @@ import { type RequireUser, requireTenantAdmin } from './middleware.js';
 /**
  * Scheduler events on ThingsBoard PE's paths (issue 14 §11), mounted at `/api`, for the tenant
  * administrator: create or update, get, list, delete; and (ours) `GET /api/scheduler/jobs`, every
- * job armed on the scheduler host with its next run.
+ * job armed on the scheduler host with its next run, and `POST /api/scheduler/nextRuns`, the next
+ * runs of an unsaved schedule.
  */
 export function schedulerRoutes(deps: {
   events: SchedulerEventService;
@@ -30,6 +31,9 @@ export function schedulerRoutes(deps: {
     events.delete(eventId(c.req.param('id')));
     return c.body(null, 200);
   });
+  app.post('/scheduler/nextRuns', user, admin, async (c) =>
+    c.json(events.preview(await readJson(c))),
+  );
   app.get('/scheduler/jobs', user, admin, (c) =>
     c.json({ maxJobs: MAX_JOBS, jobs: deps.scheduler.jobs() }),
   );
