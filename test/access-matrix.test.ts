@@ -474,6 +474,13 @@ export const ROWS: readonly Row[] = [
     expect: ANY(404, 403, 403),
   },
   { method: 'GET', path: '/api/scheduler/jobs', on: 'none', expect: ANY(200, 403, 403) },
+  {
+    method: 'POST',
+    path: '/api/scheduler/nextRuns',
+    body: { schedule: { cron: '0 0 6 * * *', timezone: 'UTC' } },
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
   // The notification center's configuration is the tenant administrator's (issue 14 §7); invalid
   // bodies and unknown ids change nothing.
   ...['target', 'template', 'rule'].flatMap((kind): Row[] => [
