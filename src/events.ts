@@ -84,10 +84,11 @@ export interface GatewayEvents {
    * unassigned or deleted (platform.md §2); after its commit.
    */
   alarm: AlarmEvent;
-  /** Server-scope attributes of a customer or the tenant saved or deleted (dynamic thresholds). */
+  /** Attributes of a customer, the tenant or a user saved or deleted (dynamic values). */
   'ownerAttributes.updated': {
-    entityType: 'CUSTOMER' | 'TENANT';
+    entityType: 'CUSTOMER' | 'TENANT' | 'USER';
     entityId: string;
+    scope: 'SERVER_SCOPE' | 'SHARED_SCOPE';
     keys: readonly string[];
   };
   /** A notification reached a user's inbox (committed): WebSocket `NOTIFICATIONS` pushes it. */

@@ -1416,6 +1416,10 @@ function apiRoutes(
         attributes: s.ownerAttributes,
         tenantId: () => s.tenants.id,
         customerExists: (id) => s.customers.exists(id),
+        userRef: (id) => {
+          const row = s.users.row(id);
+          return row && { id: row.id, customerId: row.customer_id };
+        },
         requireUser: user,
       }),
     },

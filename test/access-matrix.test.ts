@@ -250,6 +250,26 @@ export const ROWS: readonly Row[] = [
     on: 'none',
     expect: ANY(200, 403, 403),
   },
+  // A user's attributes: the tenant admin and the user itself (CE user permissions).
+  {
+    method: 'GET',
+    path: '/api/plugins/telemetry/USER/{userA}/values/attributes',
+    on: 'none',
+    expect: ANY(200, 200, 404),
+  },
+  {
+    method: 'GET',
+    path: '/api/plugins/telemetry/USER/{userA}/keys/attributes',
+    on: 'none',
+    expect: ANY(200, 200, 404),
+  },
+  {
+    method: 'POST',
+    path: '/api/plugins/telemetry/USER/{userA}/attributes/SERVER_SCOPE',
+    body: { limit: 50 },
+    on: 'none',
+    expect: ANY(200, 200, 404),
+  },
 
   { method: 'GET', path: '/api/dashboard/{id}', on: 'dashboard', expect: DASHBOARD_READ },
   { method: 'GET', path: '/api/dashboard/info/{id}', on: 'dashboard', expect: DASHBOARD_READ },

@@ -4,14 +4,16 @@ import type { EntityRef, MsgType } from '../messages/types.js';
 import { type AttributeRow, decode, encode } from './attribute-store.js';
 import type { KvType, KvValue, TypedAttributeKv } from './types.js';
 
-/** The owners that have attributes besides devices: the tenant and its customers. */
-export type OwnerType = 'CUSTOMER' | 'TENANT';
+/** The entities that have attributes besides devices: the tenant, its customers and users. */
+export type OwnerType = 'CUSTOMER' | 'TENANT' | 'USER';
 export type OwnerScope = 'SERVER_SCOPE' | 'SHARED_SCOPE';
 
 /**
- * Server- and shared-scope attributes of customers and the tenant (ThingsBoard keeps attributes on
- * every entity). Alarm rules read them as dynamic thresholds (`CURRENT_CUSTOMER`,
- * `CURRENT_TENANT`, platform.md §1.5). Saves commit, then `ownerAttributes.updated` goes out.
+ * Server- and shared-scope attributes of customers, the tenant and users (ThingsBoard keeps
+ * attributes on every entity). Alarm rules read them as dynamic thresholds (`CURRENT_CUSTOMER`,
+ * `CURRENT_TENANT`, platform.md §1.5), dashboard key filters also the user's (`CURRENT_USER`).
+ * Saves commit, then `ownerAttributes.updated` goes out. A deleted user or customer takes its
+ * attributes along (triggers of migration 020).
  */
 export class OwnerAttributeService {
   readonly #upsert;
@@ -84,6 +86,7 @@ export class OwnerAttributeService {
     this.deps.bus.emit('ownerAttributes.updated', {
       entityType: type,
       entityId: id,
+      scope,
       keys: [...values.keys()],
     });
   }
@@ -94,6 +97,7 @@ export class OwnerAttributeService {
       this.deps.bus.emit('ownerAttributes.updated', {
         entityType: type,
         entityId: id,
+        scope,
         keys: deleted,
       });
   }

@@ -18,6 +18,7 @@ import { m016Upstream } from './016-upstream.js';
 import { m017TelemetryLogRing } from './017-telemetry-log-ring.js';
 import { m018NotificationRequests } from './018-notification-requests.js';
 import { m019UpstreamOutboxRows } from './019-upstream-outbox-rows.js';
+import { m020UserAttributes } from './020-user-attributes.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -40,4 +41,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m017TelemetryLogRing,
   m018NotificationRequests,
   m019UpstreamOutboxRows,
+  m020UserAttributes,
 ];

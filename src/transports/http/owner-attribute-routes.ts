@@ -8,7 +8,12 @@ import type {
 } from '../../attributes/owner-attributes.js';
 import { attributeListJson } from '../../attributes/payloads.js';
 import type { Principal } from '../../auth/auth-service.js';
-import { assertCanReadCustomer, assertTenantAdmin } from '../../auth/authorization.js';
+import {
+  assertCanReadCustomer,
+  assertCanWriteUser,
+  assertTenantAdmin,
+  type UserRef,
+} from '../../auth/authorization.js';
 import { requireUuid } from '../../common/entity.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
 import type { HttpEnv } from './context.js';
@@ -23,35 +28,55 @@ function scopeOf(raw: string | undefined): OwnerScope {
 }
 
 /**
- * Attributes of customers and the tenant (platform.md §3.8 paths with `CUSTOMER`/`TENANT`),
- * mounted at `/api/plugins/telemetry`: the dynamic thresholds of alarm rules live there. A
- * customer user reads its own customer's attributes; only the tenant administrator writes.
+ * Attributes of customers, the tenant and users (platform.md §3.8 paths with `CUSTOMER`/`TENANT`/
+ * `USER`), mounted at `/api/plugins/telemetry`: the dynamic values of alarm rules and dashboard
+ * filters live there. A customer user reads its own customer's attributes; only the tenant
+ * administrator writes them. User attributes follow ThingsBoard CE's user permissions (§6.2): the
+ * tenant administrator reads and writes any user's, a customer user only its own (a peer it may
+ * see is 403: CE allows only READ of peers, not READ_ATTRIBUTES).
  */
 export function ownerAttributeRoutes(deps: {
   attributes: OwnerAttributeService;
   tenantId: () => string;
   customerExists: (id: string) => boolean;
+  /** The user with this id, or undefined. */
+  userRef: (id: string) => UserRef | undefined;
   requireUser: RequireUser;
 }) {
   const { attributes } = deps;
   const app = new Hono<HttpEnv>();
   const user = deps.requireUser;
-  const target = (type: string, raw: string, p: Principal): { type: OwnerType; id: string } => {
+  /** The entity a path names, after checking that the caller may `op` its attributes. */
+  const target = (
+    type: string,
+    raw: string,
+    p: Principal,
+    op: 'read' | 'write',
+  ): { type: OwnerType; id: string } => {
     const id = requireUuid(raw, 'entityId');
     if (type === 'TENANT') {
       if (id !== deps.tenantId()) throw new NotFoundError(`Tenant with id [${id}] is not found`);
       assertTenantAdmin(p);
       return { type, id };
     }
+    if (type === 'USER') {
+      const ref = deps.userRef(id);
+      if (!ref) throw new NotFoundError(`User with id [${id}] is not found`);
+      assertCanWriteUser(p, ref);
+      return { type, id };
+    }
     if (!deps.customerExists(id)) throw new NotFoundError(`Customer with id [${id}] is not found`);
     assertCanReadCustomer(p, id);
+    if (op === 'write') assertTenantAdmin(p);
     return { type: 'CUSTOMER', id };
   };
-  const owner = ':type{CUSTOMER|TENANT}/:id';
+  const owner = ':type{CUSTOMER|TENANT|USER}/:id';
   const keysOf = (raw: string | undefined) => (raw ? raw.split(',') : undefined);
+  const read = (c: Parameters<RequireUser>[0]) =>
+    target(c.req.param('type') ?? '', c.req.param('id') ?? '', c.var.principal, 'read');
 
   app.get(`/${owner}/values/attributes`, user, (c) => {
-    const t = target(c.req.param('type'), c.req.param('id'), c.var.principal);
+    const t = read(c);
     const keys = keysOf(c.req.query('keys'));
     return jsonText(
       c,
@@ -59,17 +84,25 @@ export function ownerAttributeRoutes(deps: {
     );
   });
   app.get(`/${owner}/values/attributes/:scope`, user, (c) => {
-    const t = target(c.req.param('type'), c.req.param('id'), c.var.principal);
+    const t = read(c);
     const scope = scopeOf(c.req.param('scope'));
     return jsonText(
       c,
       attributeListJson(attributes.get(t.type, t.id, scope, keysOf(c.req.query('keys')))),
     );
   });
+  app.get(`/${owner}/keys/attributes`, user, (c) => {
+    const t = read(c);
+    return c.json(SCOPES.flatMap((s) => attributes.get(t.type, t.id, s).map((kv) => kv.key)));
+  });
+  app.get(`/${owner}/keys/attributes/:scope`, user, (c) => {
+    const t = read(c);
+    const scope = scopeOf(c.req.param('scope'));
+    return c.json(attributes.get(t.type, t.id, scope).map((kv) => kv.key));
+  });
   const save = async (c: Parameters<RequireUser>[0]) => {
     const p = c.var.principal;
-    const t = target(c.req.param('type') ?? '', c.req.param('id') ?? '', p);
-    assertTenantAdmin(p);
+    const t = target(c.req.param('type') ?? '', c.req.param('id') ?? '', p, 'write');
     const scope = scopeOf(c.req.param('scope'));
     const text = await c.req.text();
     if (text.trim() === '') throw new ValidationError('Request body is required');
@@ -83,8 +116,7 @@ export function ownerAttributeRoutes(deps: {
   app.post(`/${owner}/:scope{SERVER_SCOPE|SHARED_SCOPE}`, user, save);
   app.delete(`/${owner}/:scope{SERVER_SCOPE|SHARED_SCOPE}`, user, (c) => {
     const p = c.var.principal;
-    const t = target(c.req.param('type'), c.req.param('id'), p);
-    assertTenantAdmin(p);
+    const t = target(c.req.param('type'), c.req.param('id'), p, 'write');
     const keys = keysOf(c.req.query('keys'));
     if (!keys) throw new ValidationError('keys is required');
     attributes.delete(t.type, t.id, scopeOf(c.req.param('scope')), keys);
