@@ -247,12 +247,12 @@ describe('WebSocket keyFilters and deletions', () => {
       assert.deepEqual(await match(device), [], 'kiln 1: 70 > 80 fails; kiln 2: default 100');
       assert.deepEqual(await match({ ...device, inherit: true }), [b.id], 'kiln 2 inherits 30');
       // A tenant administrator has no customer: CURRENT_CUSTOMER finds the tenant's only by
-      // inheriting; CURRENT_USER (users have no attributes here) likewise.
+      // inheriting; CURRENT_USER (the administrator has no such attribute) likewise.
       const customer = { sourceType: 'CURRENT_CUSTOMER', sourceAttribute: 'hotAbove' };
       assert.deepEqual(await match(customer), []);
       assert.deepEqual(await match({ ...customer, inherit: true }), [a.id, b.id].sort());
       const user = { sourceType: 'CURRENT_USER', sourceAttribute: 'hotAbove' };
-      assert.deepEqual(await match(user), [], 'no user attributes: the default');
+      assert.deepEqual(await match(user), [], 'no user attribute: the default');
       assert.deepEqual(await match({ ...user, inherit: true }), [a.id, b.id].sort());
     } finally {
       ws.close();

@@ -21,14 +21,16 @@ export type AlarmValueType = (typeof ALARM_VALUE_TYPES)[number];
 export const DEVICE_ENTITY_FIELDS = ['name', 'type', 'createdTime', 'label'] as const;
 
 /**
- * Where a dynamic threshold comes from (§1.5). `CURRENT_USER` exists only for dashboard filters:
- * an alarm rule has no user, so it is refused here.
+ * Where a dynamic threshold comes from (§1.5). `CURRENT_USER` exists only for dashboard filters
+ * (`FILTER_SOURCE_TYPES`): an alarm rule has no user, so it is refused here.
  */
 export const DYNAMIC_SOURCE_TYPES = [
   'CURRENT_TENANT',
   'CURRENT_CUSTOMER',
   'CURRENT_DEVICE',
 ] as const;
+/** The sources of a dashboard's key filters (WebSocket entity queries): also the user's. */
+export const FILTER_SOURCE_TYPES = [...DYNAMIC_SOURCE_TYPES, 'CURRENT_USER'] as const;
 
 export const NUMERIC_OPERATIONS = [
   'EQUAL',
@@ -59,17 +61,27 @@ export const MAX_PREDICATE_DEPTH = 8;
 
 const DAY_MS = 86_400_000;
 
-const dynamicValueSchema = z
-  .looseObject({
-    sourceType: z.enum(DYNAMIC_SOURCE_TYPES).nullable().optional(),
-    sourceAttribute: z.string().nullable().optional(),
-    inherit: z.boolean().nullable().optional(),
-  })
-  .refine((v) => !v.sourceType || (v.sourceAttribute ?? '').trim() !== '', {
-    message: 'sourceAttribute is required when sourceType is set',
-    path: ['sourceAttribute'],
-  });
-export type DynamicValue = z.infer<typeof dynamicValueSchema>;
+function dynamicValueSchemaOf(sources: readonly [string, ...string[]]): z.ZodType<DynamicValue> {
+  return z
+    .looseObject({
+      sourceType: z.enum(sources).nullable().optional(),
+      sourceAttribute: z.string().nullable().optional(),
+      inherit: z.boolean().nullable().optional(),
+    })
+    .refine((v) => !v.sourceType || (v.sourceAttribute ?? '').trim() !== '', {
+      message: 'sourceAttribute is required when sourceType is set',
+      path: ['sourceAttribute'],
+    }) as z.ZodType<DynamicValue>;
+}
+type DynamicValueSchema = z.ZodType<DynamicValue>;
+const dynamicValueSchema = dynamicValueSchemaOf(DYNAMIC_SOURCE_TYPES);
+
+export interface DynamicValue {
+  readonly sourceType?: (typeof FILTER_SOURCE_TYPES)[number] | null;
+  readonly sourceAttribute?: string | null;
+  readonly inherit?: boolean | null;
+  readonly [key: string]: unknown;
+}
 
 /** True when a dynamic value names an attribute to read; `{sourceType: null}` is the UI's "none". */
 function isDynamic(d: DynamicValue | null | undefined): boolean {
@@ -81,12 +93,16 @@ function isDynamic(d: DynamicValue | null | undefined): boolean {
  * `defaultValue`, which may only be missing when a dynamic source is set. `userValue` belongs to
  * dashboard filters and is kept as given.
  */
-function predicateValue<T extends z.ZodType>(value: T, what: string) {
+function predicateValue<T extends z.ZodType>(
+  value: T,
+  what: string,
+  dynamic: DynamicValueSchema = dynamicValueSchema,
+) {
   return z
     .looseObject({
       defaultValue: value.nullable().optional(),
       userValue: z.unknown().optional(),
-      dynamicValue: dynamicValueSchema.nullable().optional(),
+      dynamicValue: dynamic.nullable().optional(),
     })
     .refine(
       (v) => (v.defaultValue !== undefined && v.defaultValue !== null) || isDynamic(v.dynamicValue),
@@ -136,36 +152,43 @@ export type KeyFilterPredicate =
   | BooleanFilterPredicate
   | ComplexFilterPredicate;
 
-const numericPredicate = z.looseObject({
-  type: z.literal('NUMERIC'),
-  operation: z.enum(NUMERIC_OPERATIONS),
-  value: predicateValue(z.number(), 'a number'),
-});
-const stringPredicate = z.looseObject({
-  type: z.literal('STRING'),
-  operation: z.enum(STRING_OPERATIONS),
-  value: predicateValue(z.string(), 'a string'),
-  ignoreCase: z.boolean().nullable().optional(),
-});
-const booleanPredicate = z.looseObject({
-  type: z.literal('BOOLEAN'),
-  operation: z.enum(BOOLEAN_OPERATIONS),
-  value: predicateValue(z.boolean(), 'a boolean'),
-});
+/** The predicate schema whose dynamic values may come from the sources `dynamic` takes. */
+function keyFilterPredicateSchemaOf(dynamic: DynamicValueSchema): z.ZodType<KeyFilterPredicate> {
+  const schema: z.ZodType<KeyFilterPredicate> = z.lazy(() =>
+    z.discriminatedUnion('type', [
+      z.looseObject({
+        type: z.literal('NUMERIC'),
+        operation: z.enum(NUMERIC_OPERATIONS),
+        value: predicateValue(z.number(), 'a number', dynamic),
+      }),
+      z.looseObject({
+        type: z.literal('STRING'),
+        operation: z.enum(STRING_OPERATIONS),
+        value: predicateValue(z.string(), 'a string', dynamic),
+        ignoreCase: z.boolean().nullable().optional(),
+      }),
+      z.looseObject({
+        type: z.literal('BOOLEAN'),
+        operation: z.enum(BOOLEAN_OPERATIONS),
+        value: predicateValue(z.boolean(), 'a boolean', dynamic),
+      }),
+      z.looseObject({
+        type: z.literal('COMPLEX'),
+        operation: z.enum(COMPLEX_OPERATIONS),
+        predicates: z
+          .array(schema)
+          .min(1, 'a COMPLEX predicate needs at least one nested predicate'),
+      }),
+    ]),
+  );
+  return schema;
+}
 
-export const keyFilterPredicateSchema: z.ZodType<KeyFilterPredicate> = z.lazy(() =>
-  z.discriminatedUnion('type', [
-    numericPredicate,
-    stringPredicate,
-    booleanPredicate,
-    z.looseObject({
-      type: z.literal('COMPLEX'),
-      operation: z.enum(COMPLEX_OPERATIONS),
-      predicates: z
-        .array(keyFilterPredicateSchema)
-        .min(1, 'a COMPLEX predicate needs at least one nested predicate'),
-    }),
-  ]),
+/** Predicates of alarm rules (no `CURRENT_USER`). */
+export const keyFilterPredicateSchema = keyFilterPredicateSchemaOf(dynamicValueSchema);
+/** Predicates of dashboard key filters: dynamic values may also be the user's. */
+export const filterPredicateSchema = keyFilterPredicateSchemaOf(
+  dynamicValueSchemaOf(FILTER_SOURCE_TYPES),
 );
 
 /** The predicate type each filter value type takes (DATE_TIME compares epoch ms as numbers). */

@@ -5,10 +5,12 @@
  * `valueType` and a predicate; predicates are evaluated by the alarm rules' evaluator
  * (`evalFilter`), so both read values and compare them the same way. An entity without the key
  * does not match. Dynamic values (`dynamicValue.sourceType`, §1.5) read an attribute: of the
- * device itself (`CURRENT_DEVICE`, any scope), of the caller's customer (`CURRENT_CUSTOMER`) or of
- * the tenant (`CURRENT_TENANT`); with `inherit` a missing one is looked up a level higher (device,
- * then its customer, then the tenant). Users have no attributes on this gateway, so `CURRENT_USER`
- * finds a value only by inheriting. Where nothing is found the predicate's `defaultValue` is used.
+ * device itself (`CURRENT_DEVICE`, any scope), or the server-scope one of the caller
+ * (`CURRENT_USER`), of the caller's customer (`CURRENT_CUSTOMER`) or of the tenant
+ * (`CURRENT_TENANT`); with `inherit` a missing one is looked up a level higher (device, then its
+ * customer, then the tenant; user, then the caller's customer, then the tenant). Where nothing is
+ * found the predicate's `defaultValue` is used. `dynamicSources` says which attributes those are,
+ * so a subscription can run its query again when one changes.
  */
 
 import { z } from 'zod';
@@ -23,7 +25,8 @@ import {
   type AlarmConditionFilter,
   DEVICE_ENTITY_FIELDS,
   type DynamicValue,
-  keyFilterPredicateSchema,
+  filterPredicateSchema,
+  type KeyFilterPredicate,
 } from '../devices/alarm-rule-schema.js';
 import type { Device } from '../devices/device-service.js';
 import type { TelemetryService } from '../telemetry/telemetry-service.js';
@@ -47,7 +50,7 @@ const keyFilterSchema = z.looseObject({
     key: z.string().trim().min(1, 'must not be empty'),
   }),
   valueType: z.enum(ALARM_VALUE_TYPES),
-  predicate: keyFilterPredicateSchema,
+  predicate: filterPredicateSchema,
 });
 const keyFiltersSchema = z.array(keyFilterSchema).max(MAX_KEY_FILTERS);
 
@@ -56,23 +59,7 @@ export type KeyFilter = z.infer<typeof keyFilterSchema>;
 /** Reads a query's `keyFilters` (absent or null: none); ValidationError names what is wrong. */
 export function parseKeyFilters(raw: unknown): KeyFilter[] {
   if (raw === undefined || raw === null) return [];
-  return validate(keyFiltersSchema, userSourcesOff(raw), 'keyFilters');
-}
-
-/**
- * Dashboard filters may read the current user's attribute (`CURRENT_USER`, which alarm rules do
- * not offer). Users have no attributes on this gateway: without `inherit` such a value falls back
- * to its default, with `inherit` it is looked up where the user's would climb, the customer and
- * then the tenant, as `CURRENT_CUSTOMER` with `inherit` is. Rewritten so before the shared schema.
- */
-function userSourcesOff(raw: unknown): unknown {
-  if (Array.isArray(raw)) return raw.map(userSourcesOff);
-  if (typeof raw !== 'object' || raw === null) return raw;
-  const o = raw as Record<string, unknown>;
-  if (o.sourceType === 'CURRENT_USER') {
-    return o.inherit ? { ...o, sourceType: 'CURRENT_CUSTOMER' } : { ...o, sourceType: null };
-  }
-  return Object.fromEntries(Object.entries(o).map(([k, v]) => [k, userSourcesOff(v)]));
+  return validate(keyFiltersSchema, raw, 'keyFilters');
 }
 
 /** Attribute scopes read for `ATTRIBUTE` keys: server over shared over client (§1.4). */
@@ -86,18 +73,33 @@ const SCOPE_OF: Partial<Record<KeyType, AttributeScope>> = {
 export interface KeyValueReader {
   readonly telemetry: Pick<TelemetryService, 'query'>;
   readonly attributes: Pick<AttributeService, 'get'>;
-  /** Customer and tenant attributes (dynamic values); absent: the defaults are used. */
+  /** User, customer and tenant attributes (dynamic values); absent: the defaults are used. */
   readonly owners?: Pick<OwnerAttributeService, 'value'>;
-  /** Whose query it is: `CURRENT_CUSTOMER` and `CURRENT_TENANT` are the caller's. */
-  readonly principal?: { readonly tenantId: string; readonly customerId: string | null };
+  /** Whose query it is: `CURRENT_USER`, `CURRENT_CUSTOMER` and `CURRENT_TENANT` are the caller's. */
+  readonly principal?: Caller;
 }
 
+interface Caller {
+  readonly userId: string;
+  readonly tenantId: string;
+  readonly customerId: string | null;
+}
+
+type Level = 'DEVICE' | 'USER' | 'CUSTOMER' | 'TENANT';
+
 /** Where a dynamic value of `sourceType` is looked up, nearest first (`inherit` climbs). */
-const DYNAMIC_LEVELS: Record<string, ReadonlyArray<'DEVICE' | 'CUSTOMER' | 'TENANT'>> = {
+const DYNAMIC_LEVELS: Record<string, readonly Level[]> = {
   CURRENT_DEVICE: ['DEVICE', 'CUSTOMER', 'TENANT'],
+  CURRENT_USER: ['USER', 'CUSTOMER', 'TENANT'],
   CURRENT_CUSTOMER: ['CUSTOMER', 'TENANT'],
   CURRENT_TENANT: ['TENANT'],
 };
+
+/** The levels a dynamic value reads: the first, or with `inherit` every one. */
+function levelsOf(dv: DynamicValue): readonly Level[] {
+  const levels = DYNAMIC_LEVELS[dv.sourceType ?? ''] ?? [];
+  return dv.inherit ? levels : levels.slice(0, 1);
+}
 
 function fieldValue(d: Device, key: string): unknown {
   if (!(DEVICE_ENTITY_FIELDS as readonly string[]).includes(key)) return undefined;
@@ -136,17 +138,19 @@ export function matchesKeyFilters(
   };
   const dynamic = (dv: DynamicValue): unknown => {
     const key = dv.sourceAttribute;
-    const levels = DYNAMIC_LEVELS[dv.sourceType ?? ''] ?? [];
     if (!key || !read.owners) return undefined;
-    for (const level of dv.inherit ? levels : levels.slice(0, 1)) {
+    const caller = read.principal;
+    for (const level of levelsOf(dv)) {
       let v: unknown;
       if (level === 'DEVICE') v = get('ATTRIBUTE', key)?.value;
       else if (level === 'CUSTOMER') {
         // The device's customer when inherited from the device, else the caller's.
-        const c = dv.sourceType === 'CURRENT_DEVICE' ? ownerOf(device) : read.principal?.customerId;
+        const c = dv.sourceType === 'CURRENT_DEVICE' ? ownerOf(device) : caller?.customerId;
         if (c) v = read.owners.value('CUSTOMER', c, key);
-      } else if (level === 'TENANT' && read.principal) {
-        v = read.owners.value('TENANT', read.principal.tenantId, key);
+      } else if (level === 'USER' && caller) {
+        v = read.owners.value('USER', caller.userId, key);
+      } else if (level === 'TENANT' && caller) {
+        v = read.owners.value('TENANT', caller.tenantId, key);
       }
       if (v !== undefined && v !== null) return v;
     }
@@ -156,7 +160,18 @@ export function matchesKeyFilters(
   return filters.every((f) => evalFilter(f as unknown as AlarmConditionFilter, src));
 }
 
-/** The time-series and attribute keys the filters read (an update of one may change a match). */
+/** The dynamic values of a predicate tree (a `userValue` overrides them, as in ThingsBoard). */
+function dynamicValuesOf(p: KeyFilterPredicate, out: DynamicValue[]): DynamicValue[] {
+  if (p.type === 'COMPLEX') for (const c of p.predicates) dynamicValuesOf(c, out);
+  else if (p.value.dynamicValue?.sourceType && p.value.dynamicValue.sourceAttribute)
+    out.push(p.value.dynamicValue);
+  return out;
+}
+
+/**
+ * The time-series and attribute keys the filters read (an update of one may change a match):
+ * the filtered keys, and the device attributes dynamic values read (`CURRENT_DEVICE`).
+ */
 export function filterKeys(filters: readonly KeyFilter[]): {
   timeseries: Set<string>;
   attributes: Set<string>;
@@ -166,6 +181,40 @@ export function filterKeys(filters: readonly KeyFilter[]): {
   for (const f of filters) {
     if (f.key.type === 'TIME_SERIES') timeseries.add(f.key.key);
     else if (f.key.type !== 'ENTITY_FIELD') attributes.add(f.key.key);
+    for (const dv of dynamicValuesOf(f.predicate, [])) {
+      if (levelsOf(dv).includes('DEVICE')) attributes.add(dv.sourceAttribute ?? '');
+    }
   }
   return { timeseries, attributes };
+}
+
+/** An owner attribute a query's dynamic values read; `id` undefined: any customer's. */
+export interface DynamicSource {
+  readonly type: 'USER' | 'CUSTOMER' | 'TENANT';
+  readonly id: string | undefined;
+  readonly key: string;
+}
+
+/**
+ * The user, customer and tenant attributes the filters' dynamic values read for `caller` (empty
+ * when they have none): when one of them changes, the query's matches may change.
+ */
+export function dynamicSources(filters: readonly KeyFilter[], caller: Caller): DynamicSource[] {
+  const out: DynamicSource[] = [];
+  for (const f of filters) {
+    for (const dv of dynamicValuesOf(f.predicate, [])) {
+      const key = dv.sourceAttribute ?? '';
+      for (const level of levelsOf(dv)) {
+        if (level === 'USER') out.push({ type: 'USER', id: caller.userId, key });
+        else if (level === 'TENANT') out.push({ type: 'TENANT', id: caller.tenantId, key });
+        else if (level === 'CUSTOMER') {
+          // Inherited from a device: the customer of whichever device it is.
+          if (dv.sourceType === 'CURRENT_DEVICE')
+            out.push({ type: 'CUSTOMER', id: undefined, key });
+          else if (caller.customerId) out.push({ type: 'CUSTOMER', id: caller.customerId, key });
+        }
+      }
+    }
+  }
+  return out;
 }

@@ -42,7 +42,14 @@ import {
   MAX_ENTITIES,
   parseEntityFilter,
 } from './entity-query.js';
-import { filterKeys, type KeyFilter, matchesKeyFilters, parseKeyFilters } from './key-filters.js';
+import {
+  type DynamicSource,
+  dynamicSources,
+  filterKeys,
+  type KeyFilter,
+  matchesKeyFilters,
+  parseKeyFilters,
+} from './key-filters.js';
 import {
   type InboxChange,
   markRead,
@@ -73,7 +80,7 @@ export interface SubContext {
   readonly telemetry: Pick<TelemetryService, 'query'>;
   readonly attributes: Pick<AttributeService, 'get'>;
   readonly alarms: Pick<AlarmService, 'list'>;
-  /** Customer and tenant attributes: dynamic values of key filters (absent: their defaults). */
+  /** User, customer and tenant attributes: dynamic values of key filters (absent: defaults). */
   readonly owners?: Pick<OwnerAttributeService, 'value'>;
   /** The caller's inbox; absent when the gateway has no notification domain. */
   readonly notifications?: NotificationInbox;
@@ -98,6 +105,10 @@ export interface Sub {
   onDevicesChanged?(): void;
   /** Some user's inbox changed. */
   onInbox?(change: InboxChange): void;
+  /** The user, customer and tenant attributes its key filters' dynamic values read. */
+  readonly dynamicSources?: readonly DynamicSource[];
+  /** One of `dynamicSources` changed: the query runs again. */
+  onDynamicValue?(): void;
 }
 
 /** A subscription for `cmd`, or undefined for a one-shot command already answered. */
@@ -423,6 +434,7 @@ class EntityDataSub implements Sub {
   #filterKeys = filterKeys([]);
   /** Devices of the entity filter before the key filters (followed for their filter keys). */
   #candidates: string[] = [];
+  readonly dynamicSources: readonly DynamicSource[];
 
   constructor(cmdId: number, body: Raw, ctx: SubContext) {
     this.#cmdId = cmdId;
@@ -432,6 +444,7 @@ class EntityDataSub implements Sub {
     this.#filter = parseEntityFilter(q.entityFilter);
     this.#keyFilters = parseKeyFilters(q.keyFilters);
     this.#filterKeys = filterKeys(this.#keyFilters);
+    this.dynamicSources = dynamicSources(this.#keyFilters, ctx.principal);
     this.#link = pageLinkOf(q.pageLink, 1024);
     const fields = entityKeys(q.entityFields, 'entityFields');
     this.#fields = fields.filter((k) => k.type === 'ENTITY_FIELD').map((k) => k.key);
@@ -655,6 +668,10 @@ class EntityDataSub implements Sub {
     this.#refresh();
   }
 
+  onDynamicValue(): void {
+    this.#refresh();
+  }
+
   /** Runs the query again; sends the page and returns true when it changed. */
   #refresh(): boolean {
     const before = this.#page.map((d) => `${d.id.id}:${d.name}:${d.type}:${d.label}`).join();
@@ -675,6 +692,7 @@ class EntityCountSub implements Sub {
   readonly #filterKeys: ReturnType<typeof filterKeys>;
   #candidates: string[] = [];
   #count = -1;
+  readonly dynamicSources: readonly DynamicSource[];
 
   constructor(
     private readonly cmdId: number,
@@ -685,6 +703,7 @@ class EntityCountSub implements Sub {
     this.#filter = parseEntityFilter(body.query.entityFilter);
     this.#keyFilters = parseKeyFilters(body.query.keyFilters);
     this.#filterKeys = filterKeys(this.#keyFilters);
+    this.dynamicSources = dynamicSources(this.#keyFilters, ctx.principal);
   }
 
   /** With key filters: every device of the entity filter (an update may change the count). */
@@ -704,6 +723,10 @@ class EntityCountSub implements Sub {
 
   onAttributes(_deviceId: string, _scope: AttributeScope, values: readonly TypedAttributeKv[]) {
     if (values.some((v) => this.#filterKeys.attributes.has(v.key))) this.onDevicesChanged();
+  }
+
+  onDynamicValue(): void {
+    this.onDevicesChanged();
   }
 
   onDevicesChanged(): void {

@@ -19,7 +19,7 @@ import type { Principal } from '../auth/auth-service.js';
 import type { SharedDeviceAccess } from '../auth/authorization.js';
 import type { DeviceService } from '../devices/device-service.js';
 import { GatewayError } from '../errors.js';
-import type { EventBus, TelemetryPoint } from '../events.js';
+import type { EventBus, GatewayEvents, TelemetryPoint } from '../events.js';
 import type { TelemetryService } from '../telemetry/telemetry-service.js';
 import { cmdIdOf, type RawCmd, readWrapper } from './commands.js';
 import { EntityResolver } from './entity-query.js';
@@ -44,7 +44,10 @@ export interface SubscriptionServiceDeps {
   readonly telemetry: Pick<TelemetryService, 'query'>;
   readonly attributes: Pick<AttributeService, 'get'>;
   readonly alarms: Pick<AlarmService, 'list'>;
-  /** Customer and tenant attributes: dynamic values of key filters (absent: their defaults). */
+  /**
+   * User, customer and tenant attributes: dynamic values of key filters (absent: their defaults);
+   * their changes arrive as `ownerAttributes.updated` events.
+   */
   readonly owners?: Pick<OwnerAttributeService, 'value'>;
   readonly shared: SharedDeviceAccess;
   /** Users' inboxes (NOTIFICATIONS commands); their changes arrive as `notification.*` events. */
@@ -190,6 +193,8 @@ export class SubscriptionService {
   readonly #alarmSubs = new Set<Sub>();
   readonly #deviceSetSubs = new Set<Sub>();
   readonly #inboxSubs = new Set<Sub>();
+  /** Subscriptions whose key filters read user, customer or tenant attributes. */
+  readonly #dynamicSubs = new Set<Sub>();
   readonly #resolver: EntityResolver;
   #timer: NodeJS.Timeout | undefined;
 
@@ -226,6 +231,7 @@ export class SubscriptionService {
       ),
     );
     bus.on(OWNER, 'alarm', (ev) => this.#alarm(ev));
+    bus.on(OWNER, 'ownerAttributes.updated', (ev) => this.#dynamicValues(ev));
     const changed = () => this.#devicesChanged();
     bus.on(OWNER, 'device.created', changed);
     bus.on(OWNER, 'device.updated', changed);
@@ -311,6 +317,7 @@ export class SubscriptionService {
     if (sub.onAlarm) this.#alarmSubs.add(sub);
     if (sub.onDevicesChanged) this.#deviceSetSubs.add(sub);
     if (sub.onInbox) this.#inboxSubs.add(sub);
+    if (sub.dynamicSources?.length) this.#dynamicSubs.add(sub);
   }
 
   /** @internal */
@@ -324,6 +331,7 @@ export class SubscriptionService {
     this.#alarmSubs.delete(sub);
     this.#deviceSetSubs.delete(sub);
     this.#inboxSubs.delete(sub);
+    this.#dynamicSubs.delete(sub);
   }
 
   /** @internal */
@@ -362,6 +370,24 @@ export class SubscriptionService {
   /** A user's inbox changed (after its commit): NOTIFICATIONS and NOTIFICATIONS_COUNT update. */
   #inboxChanged(change: InboxChange): void {
     this.#each(this.#inboxSubs, 'notifications', (s) => s.onInbox?.(change));
+  }
+
+  /**
+   * A user's, customer's or tenant's attribute changed (after its commit): queries whose dynamic
+   * values read it run again, as ThingsBoard's dynamic-value subscriptions do (server scope only).
+   * Costs nothing while no live query has a dynamic value.
+   */
+  #dynamicValues(ev: GatewayEvents['ownerAttributes.updated']): void {
+    if (this.#dynamicSubs.size === 0 || ev.scope !== 'SERVER_SCOPE') return;
+    const keys = new Set(ev.keys);
+    const reads = (s: Sub) =>
+      s.dynamicSources?.some(
+        (src) =>
+          src.type === ev.entityType &&
+          (src.id === undefined || src.id === ev.entityId) &&
+          keys.has(src.key),
+      );
+    this.#each([...this.#dynamicSubs].filter(reads), 'dynamic values', (s) => s.onDynamicValue?.());
   }
 
   #devicesChanged(): void {
