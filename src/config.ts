@@ -38,6 +38,8 @@ export interface Config {
     readonly tlsPort: number;
     readonly tlsCert: string;
     readonly tlsKey: string;
+    /** X.509 device certificates are accepted outside their validity period. */
+    readonly tlsSkipCertValidity: boolean;
   };
   readonly coap: {
     readonly port: number;
@@ -367,6 +369,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'path',
     default: '',
     help: 'PEM private key file for MQTT over TLS',
+  },
+  {
+    path: 'mqtt.tlsSkipCertValidity',
+    flag: '--mqtt-tls-skip-cert-validity',
+    env: 'EDGE_MQTT_TLS_SKIP_CERT_VALIDITY',
+    type: 'bool',
+    default: false,
+    help: "Accept a device's X.509 certificate on MQTT over TLS outside its validity period (ThingsBoard's skip_validity_check_for_client_cert); false: an expired or not yet valid certificate gets CONNACK 5 (not authorized)",
   },
   {
     path: 'coap.port',

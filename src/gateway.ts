@@ -886,6 +886,7 @@ async function buildServices(
     otaCheck,
     audit,
     customerExists: (id) => customers.exists(id),
+    skipCertificateValidity: config.mqtt.tlsSkipCertValidity,
   });
   // The outbox rows are written in the telemetry and attribute commits; the service itself needs
   // attributes and RPC, built below.

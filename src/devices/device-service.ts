@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, randomUUID, timingSafeEqual, X509Certificate } from 'node:crypto';
 import { z } from 'zod';
 import type { AuditActor, AuditService } from '../audit/audit-service.js';
 import {
@@ -44,11 +44,14 @@ export interface DeviceCredentials {
   readonly deviceId: EntityId<'DEVICE'>;
   readonly credentialsType: CredentialsType;
   readonly credentialsId: string;
-  /** MQTT_BASIC: JSON text `{"clientId","userName","password"}`; null for ACCESS_TOKEN. */
+  /**
+   * MQTT_BASIC: JSON text `{"clientId","userName","password"}`; X509_CERTIFICATE: the
+   * certificate's base64 body (PEM without header, footer and line breaks); null for ACCESS_TOKEN.
+   */
   readonly credentialsValue: string | null;
 }
 
-export type CredentialsType = 'ACCESS_TOKEN' | 'MQTT_BASIC';
+export type CredentialsType = 'ACCESS_TOKEN' | 'MQTT_BASIC' | 'X509_CERTIFICATE';
 
 export interface MqttBasicCredentials {
   readonly clientId?: string | null;
@@ -65,8 +68,19 @@ export type MqttAuthResult =
   | { readonly kind: 'provision' }
   | {
       readonly kind: 'refused';
-      readonly reason: 'bad-credentials' | 'unknown-client-id' | 'not-authorized';
+      readonly reason: MqttRefusal;
     };
+
+/**
+ * Why a CONNECT was refused. The two certificate reasons answer as `not-authorized` does
+ * (reference §8.3: an invalid or unknown X.509 certificate is CONNACK 5 / 0x87).
+ */
+export type MqttRefusal =
+  | 'bad-credentials'
+  | 'unknown-client-id'
+  | 'not-authorized'
+  | 'unknown-certificate'
+  | 'certificate-not-valid-now';
 
 /** What a transport needs after authenticating a device: kept small, looked up per connection. */
 export interface DeviceIdentity {
@@ -135,8 +149,49 @@ const credentialsBody = z.preprocess(
         z.record(z.string(), z.unknown()),
       ]),
     }),
+    z.object({
+      deviceId: idRef,
+      credentialsType: z.literal('X509_CERTIFICATE'),
+      credentialsValue: z.string({ error: 'must be the PEM of the device certificate' }),
+    }),
   ]),
 );
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----([^-]*)-----END CERTIFICATE-----/g;
+
+/**
+ * X.509 credentials as ThingsBoard stores them (reference §8.2): the certificate's base64 body
+ * (the PEM without header, footer and line breaks) and, as the lookup key, the SHA3-256 hex of
+ * that text. `pem` is one PEM certificate, or its base64 body alone; anything that is not
+ * exactly one X.509 certificate is a ValidationError. The body is the DER re-encoded, so that it
+ * is the same text a TLS handshake's certificate gives (`x509CredentialsOf`).
+ */
+export function x509Credentials(pem: string): { credentialsId: string; credentialsValue: string } {
+  const blocks = [...pem.matchAll(PEM_CERTIFICATE)];
+  const rest = pem.replace(PEM_CERTIFICATE, '').trim();
+  const body = blocks.length === 0 ? pem : (blocks[0]?.[1] ?? '');
+  const problem = 'credentialsValue must be one PEM X.509 certificate';
+  if (blocks.length > 1 || (blocks.length === 1 && rest !== '')) throw new ValidationError(problem);
+  const base64 = body.replace(/\s+/g, '');
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(base64)) throw new ValidationError(problem);
+  let cert: X509Certificate;
+  try {
+    cert = new X509Certificate(Buffer.from(base64, 'base64'));
+  } catch {
+    throw new ValidationError(problem);
+  }
+  return x509CredentialsOf(cert.raw);
+}
+
+/** `x509Credentials` of a certificate's DER bytes (as a TLS peer presented it). */
+export function x509CredentialsOf(der: Buffer): {
+  credentialsId: string;
+  credentialsValue: string;
+} {
+  const credentialsValue = der.toString('base64');
+  const credentialsId = createHash('sha3-256').update(credentialsValue).digest('hex');
+  return { credentialsId, credentialsValue };
+}
 
 /** Lookup key of MQTT_BASIC credentials: a hash of client id and user name, as ThingsBoard keys them. */
 export function mqttBasicKey(
@@ -181,6 +236,13 @@ export interface DeviceServiceDeps {
   readonly customerExists?: (customerId: string) => boolean;
   /** Records owner changes; optional so that domain tests can leave it out. */
   readonly audit?: AuditService;
+  /**
+   * X.509 device certificates outside their validity period are accepted (ThingsBoard's
+   * `transport.mqtt.ssl.skip_validity_check_for_client_cert`); refused when false or absent.
+   */
+  readonly skipCertificateValidity?: boolean;
+  /** The clock certificate validity is checked against (default Date.now). */
+  readonly now?: () => number;
 }
 
 /** The audit action an owner change is recorded under (ThingsBoard's `ActionType`). */
@@ -367,7 +429,8 @@ export class DeviceService {
 
   /**
    * ThingsBoard's `POST /api/device/credentials`: replaces a device's credentials with an access
-   * token or MQTT basic credentials (client id / user name / password).
+   * token, MQTT basic credentials (client id / user name / password) or an X.509 certificate
+   * (`credentialsValue` = its PEM; see `x509Credentials`).
    */
   updateCredentials(body: unknown): DeviceCredentials {
     const input = validate(credentialsBody, body, 'device credentials');
@@ -375,6 +438,15 @@ export class DeviceService {
     const view = this.#view(id);
     if (input.credentialsType === 'ACCESS_TOKEN') {
       this.#setToken(view.rid, checkToken(input.credentialsId));
+    } else if (input.credentialsType === 'X509_CERTIFICATE') {
+      const cert = x509Credentials(input.credentialsValue);
+      if (this.#store.tokenInUse(cert.credentialsId, view.rid)) throw duplicateToken();
+      this.#store.updateCredentials({
+        device_rid: view.rid,
+        credentials_type: 'X509_CERTIFICATE',
+        credentials_id: cert.credentialsId,
+        credentials_value: cert.credentialsValue,
+      });
     } else {
       const value = validate(mqttBasicValue, input.credentialsValue, 'credentialsValue');
       const key = mqttBasicKey(value.clientId, value.userName);
@@ -396,23 +468,34 @@ export class DeviceService {
   }
 
   /**
-   * Resolves MQTT CONNECT credentials as ThingsBoard does (reference §8.2): basic credentials by
-   * client id, by client id + user name, then the user name as an access token or as a
-   * user-name-only basic credential. The `provision` user name or client id opens a
-   * provisioning-only session.
+   * Resolves MQTT CONNECT credentials as ThingsBoard does (reference §8.2). The `provision` user
+   * name or client id opens a provisioning-only session. A TLS client certificate (`clientCert`,
+   * the leaf's DER bytes) decides alone: the device whose X509_CERTIFICATE credentials it is,
+   * within its validity period unless `skipCertificateValidity`; user name and password are then
+   * ignored. Without one: basic credentials by client id, by client id + user name, then the
+   * user name as an access token or as a user-name-only basic credential.
    */
   resolveMqtt(
     clientId: string,
     userName: string | undefined,
     password: string | undefined,
+    clientCert?: Buffer,
   ): MqttAuthResult {
     if (userName === 'provision' || clientId === 'provision') return { kind: 'provision' };
-    const refuse = (
-      reason: 'bad-credentials' | 'unknown-client-id' | 'not-authorized',
-    ): MqttAuthResult => ({
-      kind: 'refused',
-      reason,
-    });
+    const refuse = (reason: MqttRefusal): MqttAuthResult => ({ kind: 'refused', reason });
+    if (clientCert) {
+      const found = this.#store.byCredentialsId(
+        x509CredentialsOf(clientCert).credentialsId,
+        'X509_CERTIFICATE',
+      );
+      if (!found) return refuse('unknown-certificate');
+      if (
+        !this.deps.skipCertificateValidity &&
+        !validNow(clientCert, this.deps.now?.() ?? Date.now())
+      )
+        return refuse('certificate-not-valid-now');
+      return { kind: 'device', device: identityOf(found.view) };
+    }
     const basic = (key: string) => this.#store.byCredentialsId(key, 'MQTT_BASIC');
     if (!userName) {
       const found = clientId ? basic(mqttBasicKey(clientId, null)) : undefined;
@@ -534,6 +617,12 @@ export class DeviceService {
     if (type) return profiles.findOrCreateByName(type).id.id;
     return profiles.getDefault().id.id;
   }
+}
+
+/** Whether `now` lies within a certificate's notBefore..notAfter (X.509 `checkValidity`). */
+function validNow(der: Buffer, now: number): boolean {
+  const cert = new X509Certificate(der);
+  return cert.validFromDate.getTime() <= now && now <= cert.validToDate.getTime();
 }
 
 function duplicateToken(): ValidationError {

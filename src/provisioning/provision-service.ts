@@ -2,7 +2,11 @@ import { z } from 'zod';
 import { validate } from '../common/validate.js';
 import type { Db } from '../db/open.js';
 import type { DeviceProfileService } from '../devices/device-profile-service.js';
-import { type DeviceService, randomAccessToken } from '../devices/device-service.js';
+import {
+  type DeviceCredentials,
+  type DeviceService,
+  randomAccessToken,
+} from '../devices/device-service.js';
 import { GatewayError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { ProvisionStore } from './provision-store.js';
@@ -38,6 +42,12 @@ export type ProvisionResponse =
         readonly password: string | null;
       };
       readonly credentialsType: 'MQTT_BASIC';
+      readonly status: 'SUCCESS';
+    }
+  | {
+      /** The certificate's base64 body: its PEM without header, footer and line breaks. */
+      readonly credentialsValue: string;
+      readonly credentialsType: 'X509_CERTIFICATE';
       readonly status: 'SUCCESS';
     }
   | { readonly errorMsg: 'Provision data was not found!'; readonly status: 'NOT_FOUND' }
@@ -151,24 +161,7 @@ export class ProvisionService {
         { deviceId: device.id, profile: profile.name },
         'pre-provisioned device provisioned',
       );
-      if (creds.credentialsType === 'MQTT_BASIC') {
-        const v = JSON.parse(creds.credentialsValue ?? '{}') as Record<string, string | null>;
-        const response: ProvisionResponse = {
-          credentialsValue: {
-            clientId: v.clientId ?? null,
-            userName: v.userName ?? null,
-            password: v.password ?? null,
-          },
-          credentialsType: 'MQTT_BASIC',
-          status: 'SUCCESS',
-        };
-        return { response, deviceId: device.id, profileId: profile.id.id };
-      }
-      const response: ProvisionResponse = {
-        credentialsValue: creds.credentialsId,
-        credentialsType: 'ACCESS_TOKEN',
-        status: 'SUCCESS',
-      };
+      const response = successOf(creds);
       return { response, deviceId: device.id, profileId: profile.id.id };
     }
 
@@ -178,10 +171,6 @@ export class ProvisionService {
     // TB: any device-chosen credential selects `credentialsType`; none → a generated token.
     const chosen = [req.token, req.clientId, req.username, req.password, req.hash].some((v) => v);
     const type = chosen ? (req.credentialsType ?? 'ACCESS_TOKEN') : 'ACCESS_TOKEN';
-    if (type === 'X509_CERTIFICATE') {
-      // @TODO(TLS): X.509 credentials need the MQTT-over-TLS transport.
-      return this.#failure(profile, 'X509_CERTIFICATE credentials are not supported');
-    }
     const token = (type === 'ACCESS_TOKEN' && req.token) || randomAccessToken();
     let deviceId: string;
     try {
@@ -199,31 +188,30 @@ export class ProvisionService {
       if (err instanceof GatewayError) return this.#failure(profile, err.message);
       throw err;
     }
-    let response: ProvisionResponse = {
-      credentialsValue: token,
-      credentialsType: 'ACCESS_TOKEN',
-      status: 'SUCCESS',
-    };
-    if (type === 'MQTT_BASIC') {
-      const value = {
-        clientId: req.clientId || null,
-        userName: req.username || null,
-        password: req.password || null,
-      };
+    if (type !== 'ACCESS_TOKEN') {
+      // MQTT basic credentials, or (X.509) the certificate PEM in `hash` (§6.1).
+      const value =
+        type === 'MQTT_BASIC'
+          ? {
+              clientId: req.clientId || null,
+              userName: req.username || null,
+              password: req.password || null,
+            }
+          : (req.hash ?? '');
       try {
         this.deps.devices.updateCredentials({
           deviceId: { id: deviceId },
-          credentialsType: 'MQTT_BASIC',
+          credentialsType: type,
           credentialsValue: value,
         });
       } catch (err) {
-        // Invalid or taken basic credentials: undo the device, answer FAILURE (§6.3).
+        // Invalid or taken credentials: undo the device, answer FAILURE (§6.3).
         this.deps.devices.delete(deviceId);
         if (err instanceof GatewayError) return this.#failure(profile, err.message);
         throw err;
       }
-      response = { credentialsValue: value, credentialsType: 'MQTT_BASIC', status: 'SUCCESS' };
     }
+    const response = successOf(this.deps.devices.credentials(deviceId));
     const identity = this.deps.devices.identity(deviceId);
     if (identity) this.#store.markProvisioned(identity.rid, profile.id.id);
     log.info({ deviceId, profile: profile.name, type }, 'device provisioned');
@@ -245,5 +233,35 @@ export class ProvisionService {
   #failure(profile: { name: string; id: { id: string } }, reason: string): ProvisionOutcome {
     this.deps.log.info({ profile: profile.name, reason }, 'provisioning refused: FAILURE');
     return { response: FAILURE, profileId: profile.id.id };
+  }
+}
+
+/** The SUCCESS body for a device's stored credentials, in ThingsBoard's shape (§6.2). */
+function successOf(creds: DeviceCredentials): ProvisionResponse {
+  switch (creds.credentialsType) {
+    case 'MQTT_BASIC': {
+      const v = JSON.parse(creds.credentialsValue ?? '{}') as Record<string, string | null>;
+      return {
+        credentialsValue: {
+          clientId: v.clientId ?? null,
+          userName: v.userName ?? null,
+          password: v.password ?? null,
+        },
+        credentialsType: 'MQTT_BASIC',
+        status: 'SUCCESS',
+      };
+    }
+    case 'X509_CERTIFICATE':
+      return {
+        credentialsValue: creds.credentialsValue ?? '',
+        credentialsType: 'X509_CERTIFICATE',
+        status: 'SUCCESS',
+      };
+    default:
+      return {
+        credentialsValue: creds.credentialsId,
+        credentialsType: 'ACCESS_TOKEN',
+        status: 'SUCCESS',
+      };
   }
 }

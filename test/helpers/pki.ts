@@ -4,7 +4,8 @@ import * as x509 from '@peculiar/x509';
 
 /**
  * A throw-away PKI for TLS tests (@peculiar/x509, as src/tls/certificate.ts): a CA, and
- * certificates it signs for a server (IP 127.0.0.1) or a client (X.509 authentication), as PEM.
+ * certificates it signs for a server (IP 127.0.0.1) or a client (X.509 authentication), and
+ * self-signed device certificates, as PEM.
  */
 
 x509.cryptoProvider.set(webcrypto as unknown as Crypto);
@@ -71,6 +72,31 @@ export async function issue(ca: Ca, cn: string, use: 'server' | 'client'): Promi
       ...(use === 'server'
         ? [new x509.SubjectAlternativeNameExtension([{ type: 'ip' as const, value: '127.0.0.1' }])]
         : []),
+    ],
+  });
+  return { cert: cert.toString('pem'), key: await keyPem(keys) };
+}
+
+/**
+ * A self-signed client certificate, as most devices carry (ThingsBoard's X.509 credentials need
+ * no CA), valid from `notBefore` to `notAfter` (default: from yesterday for 30 days).
+ */
+export async function selfSignedClient(
+  cn: string,
+  validity: { notBefore?: Date; notAfter?: Date } = {},
+): Promise<Pem> {
+  const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: serial(),
+    name: `CN=${cn}`,
+    notBefore: validity.notBefore ?? new Date(Date.now() - DAY),
+    notAfter: validity.notAfter ?? new Date(Date.now() + 30 * DAY),
+    keys,
+    signingAlgorithm: ALG,
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth]),
     ],
   });
   return { cert: cert.toString('pem'), key: await keyPem(keys) };

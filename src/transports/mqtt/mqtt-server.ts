@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
-import { createServer as createTlsServer } from 'node:tls';
+import { createServer as createTlsServer, TLSSocket } from 'node:tls';
 import { Aedes, type AuthenticateError, type Client, type PublishPacket } from 'aedes';
 import { writeToStream } from 'mqtt-packet';
 import type { Logger } from 'pino';
@@ -126,6 +126,7 @@ export class MqttServer {
             client.id,
             username || undefined,
             password?.toString('utf8'),
+            clientCertificate(client),
           );
         } catch (err) {
           log.error({ err, clientId: client.id }, 'mqtt credential check failed');
@@ -258,8 +259,17 @@ export class MqttServer {
     await listen(server, this.deps.port, this.deps.host);
     const { tls } = this.deps;
     if (tls) {
+      // A device may present a certificate (X.509 credentials, reference §8.2). It is asked for
+      // but not checked against a CA here: devices' certificates are mostly self-signed, and the
+      // core decides whether one belongs to a device. The handshake still proves that the client
+      // holds the certificate's private key (TLS CertificateVerify).
       const tlsServer = createTlsServer(
-        { cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) },
+        {
+          cert: readFileSync(tls.certFile),
+          key: readFileSync(tls.keyFile),
+          requestCert: true,
+          rejectUnauthorized: false,
+        },
         handle,
       );
       tlsServer.on('tlsClientError', (err) => log.debug({ err }, 'mqtt tls handshake failed'));
@@ -440,6 +450,12 @@ export class MqttServer {
     if (broker) await new Promise<void>((resolve) => broker.close(() => resolve()));
     await Promise.all(closed);
   }
+}
+
+/** The DER bytes of the certificate a TLS client presented; undefined without one (or TLS). */
+function clientCertificate(client: Client): Buffer | undefined {
+  const conn = client.conn;
+  return conn instanceof TLSSocket ? conn.getPeerX509Certificate()?.raw : undefined;
 }
 
 /** The will of the CONNECT being authenticated (Aedes keeps it until the CONNACK). */
