@@ -97,6 +97,12 @@ describe('X.509 device credentials over MQTT with TLS', () => {
     assert.equal(saved.credentialsId, sha3(bodyOf(device.cert)));
     assert.equal(saved.credentialsValue, bodyOf(device.cert));
     assert.deepEqual(await readCredentials(id), saved);
+    // The same certificate with Windows line ends, or as its bare base64 body, is the same key.
+    for (const form of [device.cert.replace(/\n/g, '\r\n'), bodyOf(device.cert)]) {
+      const again = await setCredentials(id, form);
+      assert.equal(again.status, 200);
+      assert.equal(((await again.json()) as Credentials).credentialsId, saved.credentialsId);
+    }
     // A device with X.509 credentials has no access token: its old one opens nothing.
     const http = await t.api('/api/v1/anything/telemetry', { body: { x: 1 } });
     assert.equal(http.status, 401);
