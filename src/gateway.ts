@@ -51,6 +51,7 @@ import type { ChainStats } from './rules/rule-engine.js';
 import { createRules, type Rules } from './rules/rules.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { SchedulerEventService } from './scheduler/scheduler-event-service.js';
+import { AdminSettingsStore } from './settings/admin-settings-store.js';
 import { RetentionSettings } from './settings/retention-settings.js';
 import { SubscriptionService } from './subscriptions/subscription-service.js';
 import { SystemdNotifier } from './systemd.js';
@@ -936,8 +937,10 @@ async function buildServices(
   attributes.start();
   const rpc = new RpcService({ db, devices, tenants, bus, log: loggers.rpc, now: clock.now });
   rpc.start();
+  const adminSettings = new AdminSettingsStore(db);
   upstream = new UpstreamService({
     db,
+    settings: adminSettings,
     bus,
     log: loggers.upstream,
     config: config.upstream,
@@ -1013,6 +1016,7 @@ async function buildServices(
   });
   const notifications = createNotifications({
     db,
+    settings: adminSettings,
     tenants,
     bus,
     log: loggers.notifications,
@@ -1079,7 +1083,7 @@ async function buildServices(
   // Hourly, on the scheduler host (its own timer is for tests that build it alone).
   scheduler.every('gateway.alarm-retention', 3_600_000, () => alarmRetention.runOnce());
   const retention = new RetentionSettings({
-    db,
+    store: adminSettings,
     defaults: {
       telemetryMaxPoints: config.telemetry.maxPoints,
       telemetryMaxPointsPerDevice: config.telemetry.maxPointsPerDevice,

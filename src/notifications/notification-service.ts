@@ -18,6 +18,7 @@ import type { Db } from '../db/open.js';
 import type { ActivitySnapshot } from '../devices/activity-service.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
+import type { AdminSettingsStore } from '../settings/admin-settings-store.js';
 import type { User } from '../users/user-service.js';
 import { fillTemplate } from './channels.js';
 import {
@@ -68,6 +69,8 @@ export interface NotificationLimits {
 
 export interface NotificationServiceDeps {
   readonly db: Db;
+  /** `admin_settings`: where the one-time defaults marker is kept. */
+  readonly settings: AdminSettingsStore;
   readonly tenants: { readonly id: string };
   readonly bus: EventBus;
   readonly log: Logger;
@@ -178,7 +181,7 @@ export class NotificationService {
 
   /** Creates the default "New alarm" rule once (platform.md §8: tenant admins, inbox). */
   init(): void {
-    if (this.#store.done(DEFAULTS_MARKER)) return;
+    if (this.deps.settings.has(DEFAULTS_MARKER)) return;
     this.#tx(() => {
       const now = this.#now();
       const tenant = this.deps.tenants.id;
@@ -235,7 +238,7 @@ export class NotificationService {
         }),
         created_time: now,
       });
-      this.#store.setDone(DEFAULTS_MARKER, now);
+      this.deps.settings.putIfAbsent(DEFAULTS_MARKER, true, now);
     });
   }
 

@@ -157,8 +157,6 @@ export class NotificationStore {
   readonly #deleteInbox;
   readonly #inboxTotal;
   readonly #inboxGet;
-  readonly #marker;
-  readonly #setMarker;
   readonly #pruneInbox;
   readonly #insertOutbox;
   readonly #due;
@@ -244,12 +242,6 @@ export class NotificationStore {
       'DELETE FROM notification WHERE id = ? AND recipient_id = ?',
     );
     this.#inboxGet = db.prepare<[string], InboxRow>('SELECT * FROM notification WHERE id = ?');
-    this.#marker = db.prepare<[string], { key: string }>(
-      'SELECT key FROM admin_settings WHERE key = ?',
-    );
-    this.#setMarker = db.prepare<[string, number]>(
-      `INSERT OR IGNORE INTO admin_settings (key, json_value, updated) VALUES (?, 'true', ?)`,
-    );
     this.#inboxTotal = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM notification');
     this.#pruneInbox = db.prepare<[number]>(
       'DELETE FROM notification WHERE rid IN (SELECT rid FROM notification ORDER BY rid LIMIT ?)',
@@ -388,13 +380,6 @@ export class NotificationStore {
   }
   inboxGet(id: string): InboxRow | undefined {
     return this.#inboxGet.get(id);
-  }
-  /** A one-time step (the default rule) was done; kept beside the system settings. */
-  done(marker: string): boolean {
-    return this.#marker.get(marker) !== undefined;
-  }
-  setDone(marker: string, now: number): void {
-    this.#setMarker.run(marker, now);
   }
   inboxTotal(): number {
     return this.#inboxTotal.get()?.n ?? 0;

@@ -12,6 +12,7 @@ import type { DeviceService } from '../devices/device-service.js';
 import { ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { Mailer } from '../rules/mailer.js';
+import type { AdminSettingsStore } from '../settings/admin-settings-store.js';
 import type { UserService } from '../users/user-service.js';
 import { Channels, type SmsModemFactory } from './channels.js';
 import { NotificationService } from './notification-service.js';
@@ -20,6 +21,8 @@ import { parseMailSettings, SystemSettings, testSmsBody, toSmtp } from './system
 
 export interface NotificationsDeps {
   readonly db: Db;
+  /** `admin_settings`: the mail and SMS settings, the defaults marker. */
+  readonly settings: AdminSettingsStore;
   readonly tenants: { readonly id: string };
   readonly bus: EventBus;
   readonly log: Logger;
@@ -50,7 +53,7 @@ export interface Notifications {
 const DONE_KEPT = 1000;
 
 export function createNotifications(deps: NotificationsDeps): Notifications {
-  const settings = new SystemSettings(deps.db);
+  const settings = new SystemSettings(deps.settings);
   const mailer = new Mailer();
   const channels = new Channels({
     mailer,
@@ -61,6 +64,7 @@ export function createNotifications(deps: NotificationsDeps): Notifications {
   let sender: OutboxSender | undefined;
   const service = new NotificationService({
     db: deps.db,
+    settings: deps.settings,
     tenants: deps.tenants,
     bus: deps.bus,
     log: deps.log,

@@ -1,13 +1,13 @@
 /**
  * System settings of `/api/admin/settings/{key}` (ThingsBoard's `AdminSettings`): `mail` (SMTP)
- * and `sms` (the SMS provider). Stored as JSON in `admin_settings`; runtime settings live in
- * SQLite, not in the config file (STYLE §7). The SMTP password is never given back.
+ * and `sms` (the SMS provider). Stored as JSON in `admin_settings` (AdminSettingsStore); runtime
+ * settings live in SQLite, not in the config file (STYLE §7). The SMTP password is never given back.
  */
 import { z } from 'zod';
 import { validate } from '../common/validate.js';
-import type { Db } from '../db/open.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import type { SmtpSettings } from '../rules/types.js';
+import type { AdminSettingsStore } from '../settings/admin-settings-store.js';
 
 export const SETTINGS_KEYS = ['mail', 'sms'] as const;
 export type SettingsKey = (typeof SETTINGS_KEYS)[number];
@@ -108,22 +108,10 @@ export function parseMailSettings(value: unknown): MailSettings {
 
 /** The system settings: read on every send (a change applies to the next delivery). */
 export class SystemSettings {
-  readonly #get;
-  readonly #put;
-
-  constructor(db: Db) {
-    this.#get = db.prepare<[string], { json_value: string }>(
-      'SELECT json_value FROM admin_settings WHERE key = ?',
-    );
-    this.#put = db.prepare<[string, string, number]>(
-      `INSERT INTO admin_settings (key, json_value, updated) VALUES (?, ?, ?)
-       ON CONFLICT(key) DO UPDATE SET json_value = excluded.json_value, updated = excluded.updated`,
-    );
-  }
+  constructor(private readonly store: AdminSettingsStore) {}
 
   #raw(key: SettingsKey): Record<string, unknown> | undefined {
-    const row = this.#get.get(key);
-    return row ? (JSON.parse(row.json_value) as Record<string, unknown>) : undefined;
+    return this.store.get(key) as Record<string, unknown> | undefined;
   }
 
   /** `GET /api/admin/settings/{key}`; the SMTP password is left out. */
@@ -146,7 +134,7 @@ export class SystemSettings {
     } else {
       value = validate(smsProviderConfig, input.jsonValue, 'SMS settings');
     }
-    this.#put.run(key, JSON.stringify(value), Date.now());
+    this.store.put(key, value);
     return this.get(key);
   }
 

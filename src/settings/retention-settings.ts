@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { validate } from '../common/validate.js';
-import type { Db } from '../db/open.js';
+import type { AdminSettingsStore } from './admin-settings-store.js';
 
 /** Every value the page shows and edits; bounds are the config options' bounds. */
 export interface RetentionValues {
@@ -39,7 +39,7 @@ const retentionBody = z.strictObject({
 const KEY = 'retention';
 
 export interface RetentionSettingsDeps {
-  readonly db: Db;
+  readonly store: AdminSettingsStore;
   /** The config file's values. */
   readonly defaults: RetentionValues;
   /** Pushes effective values into the bounded parts (telemetry, alarms, audit). */
@@ -47,29 +47,19 @@ export interface RetentionSettingsDeps {
 }
 
 export class RetentionSettings {
-  readonly #get;
-  readonly #put;
   #current: RetentionValues;
 
   constructor(private readonly deps: RetentionSettingsDeps) {
-    this.#get = deps.db.prepare<[string], { json_value: string }>(
-      'SELECT json_value FROM admin_settings WHERE key = ?',
-    );
-    this.#put = deps.db.prepare<[string, string, number]>(
-      `INSERT INTO admin_settings (key, json_value, updated) VALUES (?, ?, ?)
-       ON CONFLICT(key) DO UPDATE SET json_value = excluded.json_value, updated = excluded.updated`,
-    );
     this.#current = deps.defaults;
   }
 
   /** Reads the saved overrides and applies them (at start). */
   init(): void {
-    const row = this.#get.get(KEY);
-    if (!row) return;
+    const saved = this.deps.store.get(KEY);
+    if (saved === undefined) return;
     // A saved value outside today's bounds (an older build) falls back to the default.
-    const parsed = retentionBody.partial().safeParse(JSON.parse(row.json_value));
-    const saved = parsed.success ? parsed.data : {};
-    this.#current = { ...this.deps.defaults, ...saved };
+    const parsed = retentionBody.partial().safeParse(saved);
+    this.#current = { ...this.deps.defaults, ...(parsed.success ? parsed.data : {}) };
     this.deps.apply(this.#current);
   }
 
@@ -86,7 +76,7 @@ export class RetentionSettings {
   save(jsonValue: unknown): ReturnType<RetentionSettings['get']> {
     const input = validate(retentionBody, jsonValue ?? {}, 'retention settings');
     const next: RetentionValues = { ...this.#current, ...input };
-    this.#put.run(KEY, JSON.stringify(next), Date.now());
+    this.deps.store.put(KEY, next);
     this.#current = next;
     this.deps.apply(next);
     return this.get();

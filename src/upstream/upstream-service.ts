@@ -12,6 +12,7 @@ import type { DeviceIdentity } from '../devices/device-service.js';
 import type { EventBus } from '../events.js';
 import type { GatewayMsg } from '../messages/types.js';
 import type { RpcService } from '../rpc/rpc-service.js';
+import type { AdminSettingsStore } from '../settings/admin-settings-store.js';
 import type { CommittedItem } from '../telemetry/telemetry-writer.js';
 import { KIND, Outbox, type OutboxEntry, type OutboxRow } from './outbox.js';
 import { attributesJson, pack, telemetryFromMsg, telemetryJson } from './payload.js';
@@ -24,6 +25,8 @@ import {
 
 export interface UpstreamDeps {
   readonly db: Db;
+  /** `admin_settings`, where the settings saved over REST are kept. */
+  readonly settings: AdminSettingsStore;
   readonly bus: EventBus;
   readonly log: Logger;
   readonly config: Config['upstream'];
@@ -180,7 +183,7 @@ export class UpstreamService {
 
   constructor(deps: UpstreamDeps) {
     this.#deps = deps;
-    this.#settings = new UpstreamSettingsStore(deps.db);
+    this.#settings = new UpstreamSettingsStore(deps.settings);
     this.#config = this.#settings.effective(deps.config);
     this.outbox = new Outbox(deps.db, this.#config.maxBacklog);
     this.#maxInFlight = this.#config.maxInFlight;

@@ -8,8 +8,8 @@ import { accessSync, constants } from 'node:fs';
 import { z } from 'zod';
 import { validate } from '../common/validate.js';
 import { type Config, OPTIONS } from '../config.js';
-import type { Db } from '../db/open.js';
 import { ValidationError } from '../errors.js';
+import type { AdminSettingsStore } from '../settings/admin-settings-store.js';
 
 export type UpstreamConfig = Config['upstream'];
 
@@ -56,17 +56,13 @@ export function publicSettings(config: UpstreamConfig, saved: boolean): PublicSe
 }
 
 export class UpstreamSettingsStore {
-  constructor(private readonly db: Db) {}
+  constructor(private readonly store: AdminSettingsStore) {}
 
   /** The saved fields; {} when none were saved. */
   saved(): Partial<UpstreamConfig> {
-    const row = this.db
-      .prepare<[string], { json_value: string }>(
-        'SELECT json_value FROM admin_settings WHERE key = ?',
-      )
-      .get(KEY);
-    if (!row) return {};
-    const parsed = updateSchema.safeParse(JSON.parse(row.json_value));
+    const saved = this.store.get(KEY);
+    if (saved === undefined) return {};
+    const parsed = updateSchema.safeParse(saved);
     // A row this version cannot read (edited by hand) is ignored rather than fatal at start.
     return parsed.success ? (parsed.data as Partial<UpstreamConfig>) : {};
   }
@@ -99,18 +95,13 @@ export class UpstreamSettingsStore {
       throw new ValidationError('certFile and keyFile must be set together');
     }
     const stored = { ...this.saved(), ...update };
-    this.db
-      .prepare(
-        `INSERT INTO admin_settings (key, json_value, updated) VALUES (?, ?, ?)
-         ON CONFLICT(key) DO UPDATE SET json_value = excluded.json_value, updated = excluded.updated`,
-      )
-      .run(KEY, JSON.stringify(stored), Date.now());
+    this.store.put(KEY, stored);
     return next;
   }
 
   /** Forgets the saved settings: the config file, environment and flags apply again. */
   clear(): void {
-    this.db.prepare('DELETE FROM admin_settings WHERE key = ?').run(KEY);
+    this.store.delete(KEY);
   }
 
   /** The settings in effect: `base` (file, environment, flags) with the saved fields over it. */
