@@ -33,7 +33,7 @@ import { DB_FILE, type Db, openDb } from './db/open.js';
 import type { SqliteAddon } from './db/sqlite-addon.js';
 import { ActivityService, type ActivitySnapshot } from './devices/activity-service.js';
 import { DeviceProfileService } from './devices/device-profile-service.js';
-import { DeviceService } from './devices/device-service.js';
+import { DeviceService, type DeviceServiceDeps } from './devices/device-service.js';
 import { ProfileTransports } from './devices/profile-transports.js';
 import { EventBus } from './events.js';
 import { GroupService } from './groups/group-service.js';
@@ -879,6 +879,9 @@ async function buildServices(
   profiles.init();
   const profileTransports = new ProfileTransports({ profiles, bus, log: loggers.gateway });
   profileTransports.start();
+  // ENTITY_ACTION notifications are written in the device change's transaction; the
+  // notification service is built below.
+  let deviceInCommit: DeviceServiceDeps['inCommit'];
   const devices = new DeviceService({
     db,
     tenants,
@@ -888,6 +891,7 @@ async function buildServices(
     audit,
     customerExists: (id) => customers.exists(id),
     skipCertificateValidity: config.mqtt.tlsSkipCertValidity,
+    inCommit: (action, device) => deviceInCommit?.(action, device),
   });
   // The outbox rows are written in the telemetry and attribute commits; the service itself needs
   // attributes and RPC, built below.
@@ -1034,6 +1038,7 @@ async function buildServices(
   });
   notifications.start();
   activityInCommit = (snapshot) => notifications.service.onActivity(snapshot);
+  deviceInCommit = (action, device) => notifications.service.onEntityAction(action, device);
   bus.on('notifications', 'upstream.connected', (e) =>
     notifications.service.onUpstreamLink({ connected: true, url: e.url, error: null }),
   );

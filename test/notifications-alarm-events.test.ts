@@ -5,7 +5,9 @@
  * `notifyOnCommentUpdate` false), with the placeholders filled in, in order; with
  * `onlyUserComments` false the system comments (acknowledged, cleared) notify too. The deliveries are
  * written in the alarm's (or the comment's) own transaction. ENTITY_ACTION: devices created and
- * deleted notify the inbox, updates only when asked for.
+ * deleted notify the inbox, updates only when asked for; the notification is written in the
+ * device change's transaction, so a change that fails (refused, or undone inside its
+ * transaction) writes none (the SIGKILL case: notifications-crash.test.ts).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -129,42 +131,44 @@ describe('ALARM_ASSIGNMENT and ALARM_COMMENT notifications', () => {
   });
 });
 
+/** An ENTITY_ACTION rule to the tenant administrators' inbox ("DEVICE created: name"). */
+async function entityActionRule(
+  t: TestGateway,
+  on: { created: boolean; updated: boolean; deleted: boolean },
+): Promise<void> {
+  const target = await adminPost(t, '/api/notification/target', {
+    name: 'Admins',
+    configuration: { type: 'PLATFORM_USERS', usersFilter: { type: 'TENANT_ADMINISTRATORS' } },
+  });
+  const template = await adminPost(t, '/api/notification/template', {
+    name: 'Devices',
+    notificationType: 'ENTITY_ACTION',
+    configuration: {
+      deliveryMethodsTemplates: {
+        WEB: {
+          method: 'WEB',
+          enabled: true,
+          subject: '${entityType} ${actionType}',
+          body: '${entityName}',
+        },
+      },
+    },
+  });
+  await adminPost(t, '/api/notification/rule', {
+    name: 'Devices',
+    templateId: template.id,
+    triggerType: 'ENTITY_ACTION',
+    triggerConfig: { triggerType: 'ENTITY_ACTION', entityTypes: ['DEVICE'], ...on },
+    recipientsConfig: { triggerType: 'ENTITY_ACTION', targets: [target.id.id] },
+  });
+}
+
 describe('ENTITY_ACTION notifications', () => {
   it('a device created and deleted reaches the inbox; an update does not when not asked for', async () => {
     const t = await startGateway();
     try {
       const admin = await t.adminToken();
-      const target = await adminPost(t, '/api/notification/target', {
-        name: 'Admins',
-        configuration: { type: 'PLATFORM_USERS', usersFilter: { type: 'TENANT_ADMINISTRATORS' } },
-      });
-      const template = await adminPost(t, '/api/notification/template', {
-        name: 'Devices',
-        notificationType: 'ENTITY_ACTION',
-        configuration: {
-          deliveryMethodsTemplates: {
-            WEB: {
-              method: 'WEB',
-              enabled: true,
-              subject: '${entityType} ${actionType}',
-              body: '${entityName}',
-            },
-          },
-        },
-      });
-      await adminPost(t, '/api/notification/rule', {
-        name: 'Devices',
-        templateId: template.id,
-        triggerType: 'ENTITY_ACTION',
-        triggerConfig: {
-          triggerType: 'ENTITY_ACTION',
-          entityTypes: ['DEVICE'],
-          created: true,
-          updated: false,
-          deleted: true,
-        },
-        recipientsConfig: { triggerType: 'ENTITY_ACTION', targets: [target.id.id] },
-      });
+      await entityActionRule(t, { created: true, updated: false, deleted: true });
       const device = await createDevice(t, 'Mixer 2');
       await adminPost(t, '/api/device', {
         id: { entityType: 'DEVICE', id: device.id },
@@ -188,6 +192,48 @@ describe('ENTITY_ACTION notifications', () => {
         'DEVICE created: Mixer 2',
         'DEVICE deleted: Mixer 2b',
       ]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('a device change that fails writes no notification; each committed one writes exactly one', async () => {
+    const t = await startGateway();
+    try {
+      const admin = await t.adminToken();
+      await entityActionRule(t, { created: true, updated: true, deleted: true });
+      const press = await createDevice(t, 'Press 1');
+      await createDevice(t, 'Press 2', 'press-2-token');
+      // Refused before its transaction: the name is taken.
+      const dup = await t.api('/api/device', { body: { name: 'Press 1' }, token: admin });
+      assert.equal(dup.status, 400);
+      // Undone inside its transaction: the rename is written, then the token is refused.
+      const undone = await t.api('/api/device?accessToken=press-2-token', {
+        body: { id: { entityType: 'DEVICE', id: press.id }, name: 'Press 1b' },
+        token: admin,
+      });
+      assert.equal(undone.status, 400, await undone.clone().text());
+      const kept = await t.api(`/api/device/${press.id}`, { token: admin });
+      assert.equal(((await kept.json()) as { name: string }).name, 'Press 1');
+      const gone = await t.api('/api/device/8c0d1e1a-33c4-4c55-9d7e-7f1b2a3c4d5e', {
+        method: 'DELETE',
+        token: admin,
+      });
+      assert.equal(gone.status, 404);
+      const del = await t.api(`/api/device/${press.id}`, { method: 'DELETE', token: admin });
+      assert.equal(del.status, 200);
+      // The delete's notification is written before its answer: everything before it is there.
+      const res = await t.api('/api/notifications?pageSize=50&page=0', { token: admin });
+      const page = (await res.json()) as {
+        data: Array<{ type: string; subject: string; text: string }>;
+      };
+      assert.deepEqual(
+        page.data
+          .filter((n) => n.type === 'ENTITY_ACTION')
+          .map((n) => `${n.subject}: ${n.text}`)
+          .sort(),
+        ['DEVICE created: Press 1', 'DEVICE created: Press 2', 'DEVICE deleted: Press 1'],
+      );
     } finally {
       await t.close();
     }

@@ -243,7 +243,16 @@ export interface DeviceServiceDeps {
   readonly skipCertificateValidity?: boolean;
   /** The clock certificate validity is checked against (default Date.now). */
   readonly now?: () => number;
+  /**
+   * Called inside the transaction of a device's creation, update or deletion, after its writes:
+   * what must survive a crash with the change (ENTITY_ACTION notifications) is written here and
+   * commits with it or not at all.
+   */
+  readonly inCommit?: (action: DeviceAction, device: Device) => void;
 }
+
+/** The entity actions of a device (ThingsBoard's ENTITY_ACTION trigger: created, updated, deleted). */
+export type DeviceAction = 'created' | 'updated' | 'deleted';
 
 /** The audit action an owner change is recorded under (ThingsBoard's `ActionType`). */
 export type OwnerAction = 'CHANGE_OWNER' | 'ASSIGNED_TO_CUSTOMER' | 'UNASSIGNED_FROM_CUSTOMER';
@@ -284,7 +293,7 @@ export class DeviceService {
       const existing = this.#store.byId(id);
       if (!existing) throw new NotFoundError(`Device with id [${id}] is not found`);
       this.#checkName(input.name, existing.rid);
-      this.deps.db.transaction(() => {
+      const device = this.deps.db.transaction(() => {
         this.#store.update({
           id,
           name: input.name,
@@ -296,9 +305,11 @@ export class DeviceService {
           this.#store.setOtaPackages(existing.rid, firmwareId, softwareId);
         if (opts.accessToken !== undefined)
           this.#setToken(existing.rid, checkToken(opts.accessToken));
+        const updated = this.get(id);
+        this.deps.inCommit?.('updated', updated);
+        return updated;
       })();
       this.#forget();
-      const device = this.get(id);
       this.deps.bus.emit('device.updated', { device: { id, name: device.name }, entity: device });
       return device;
     }
@@ -308,7 +319,7 @@ export class DeviceService {
     if (this.#store.tokenInUse(token)) throw duplicateToken();
     const id = randomUUID();
     const now = Date.now();
-    this.deps.db.transaction(() => {
+    const created = this.deps.db.transaction(() => {
       const rid = this.#store.insert({
         id,
         tenant_id: this.deps.tenants.id,
@@ -329,8 +340,10 @@ export class DeviceService {
         credentials_value: null,
         created_time: now,
       });
+      const device = this.get(id);
+      this.deps.inCommit?.('created', device);
+      return device;
     })();
-    const created = this.get(id);
     this.deps.bus.emit('device.created', { device: { id, name: input.name }, entity: created });
     return created;
   }
@@ -347,12 +360,13 @@ export class DeviceService {
 
   delete(id: string): void {
     const view = this.#view(id);
-    this.#store.delete(id);
+    const device = toDevice(view);
+    this.deps.db.transaction(() => {
+      this.#store.delete(id);
+      this.deps.inCommit?.('deleted', device);
+    })();
     this.#forget();
-    this.deps.bus.emit('device.deleted', {
-      device: { id, name: view.name },
-      entity: toDevice(view),
-    });
+    this.deps.bus.emit('device.deleted', { device: { id, name: view.name }, entity: device });
   }
 
   list(q: PageQuery<DeviceSort>): PageData<Device> {

@@ -16,6 +16,7 @@ import { type PageData, type PageQuery, pageData } from '../common/entity.js';
 import { validate } from '../common/validate.js';
 import type { Db } from '../db/open.js';
 import type { ActivitySnapshot } from '../devices/activity-service.js';
+import type { Device, DeviceAction } from '../devices/device-service.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { AdminSettingsStore } from '../settings/admin-settings-store.js';
@@ -242,58 +243,53 @@ export class NotificationService {
     });
   }
 
-  /** ENTITY_ACTION rules follow the devices' changes (in their own transaction, just after). */
-  start(): void {
-    const { bus } = this.deps;
-    bus.on('notifications', 'device.created', (e) => this.#onEntityAction('created', e));
-    bus.on('notifications', 'device.updated', (e) => this.#onEntityAction('updated', e));
-    bus.on('notifications', 'device.deleted', (e) => this.#onEntityAction('deleted', e));
+  /**
+   * A device was created, updated or deleted. Called inside that change's transaction
+   * (DeviceService `inCommit`): the inbox entries and outbox rows commit with the change, or not
+   * at all. A broken rule is undone on its own; the change still commits.
+   */
+  onEntityAction(action: DeviceAction, device: Device): void {
+    try {
+      this.#savepoint(() => this.#onEntityAction(action, device));
+    } catch (err) {
+      this.deps.log.error({ err, deviceId: device.id.id }, 'entity action notifications failed');
+    }
   }
 
-  #onEntityAction(
-    action: 'created' | 'updated' | 'deleted',
-    e: { device: { id: string; name: string }; entity?: { type?: string } },
-  ): void {
+  #onEntityAction(action: DeviceAction, device: Device): void {
     const rules = this.#store.rules
       .all()
       .filter((r) => r.enabled === 1 && r.trigger_type === 'ENTITY_ACTION')
       .filter((r) => (JSON.parse(r.trigger_config) as EntityActionTrigger)[action] === true);
-    if (rules.length === 0) return;
+    const id = device.id.id;
     const values = {
       entityType: 'DEVICE',
-      entityId: e.device.id,
-      entityName: e.device.name,
+      entityId: id,
+      entityName: device.name,
       actionType: action,
-      deviceType: e.entity?.type ?? '',
+      deviceType: device.type,
     };
-    try {
-      this.#tx(() => {
-        for (const rule of rules) {
-          this.#fire(
-            {
-              ruleId: rule.id,
-              type: 'ENTITY_ACTION',
-              template: this.#methods(rule.template_id),
-              values,
-              customerId: null,
-              info: {
-                type: 'ENTITY_ACTION',
-                action,
-                entityId: { entityType: 'DEVICE', id: e.device.id },
-                entityName: e.device.name,
-              },
-            },
-            ruleTargets(JSON.parse(rule.recipients_config)),
-          );
-        }
-      });
-    } catch (err) {
-      this.deps.log.error({ err, deviceId: e.device.id }, 'entity action notifications failed');
+    for (const rule of rules) {
+      this.#fire(
+        {
+          ruleId: rule.id,
+          type: 'ENTITY_ACTION',
+          template: this.#methods(rule.template_id),
+          values,
+          customerId: null,
+          info: {
+            type: 'ENTITY_ACTION',
+            action,
+            entityId: { entityType: 'DEVICE', id },
+            entityName: device.name,
+          },
+        },
+        ruleTargets(JSON.parse(rule.recipients_config)),
+      );
     }
   }
 
   stop(): void {
-    this.deps.bus.removeOwner('notifications');
     if (this.#flush) clearImmediate(this.#flush);
     this.#flush = undefined;
     this.#afterCommit();

@@ -152,7 +152,6 @@ export function createNotifications(deps: NotificationsDeps): Notifications {
     },
     start() {
       service.init();
-      service.start();
       outbox.start();
     },
     async stop() {
