@@ -87,8 +87,11 @@ class LoadedChain {
   lastDropLog = 0;
   scheduled = false;
   closed = false;
-  /** `reaches` answers of this chain (it is rebuilt on every change). */
-  readonly reach = new Map<string, boolean>();
+  /**
+   * `reaches` answers of this chain (it is rebuilt on every change), by mode, node type and
+   * message type: nested maps, so that a lookup (on every device uplink) builds no key.
+   */
+  readonly reach = new Map<ReachMode, Map<string, Map<string, boolean>>>();
 
   constructor(
     readonly def: ChainDefinition,
@@ -258,11 +261,20 @@ export class RuleEngine implements MessageProcessor {
   reaches(deviceId: string, msgType: string, nodeType: string, mode: ReachMode = 'any'): boolean {
     const chain = this.#chains.get(this.#chainOf(deviceId) ?? '');
     if (!chain) return false;
-    const key = `${nodeType}|${msgType}|${mode}`;
-    let answer = chain.reach.get(key);
+    let byNode = chain.reach.get(mode);
+    if (!byNode) {
+      byNode = new Map();
+      chain.reach.set(mode, byNode);
+    }
+    let byType = byNode.get(nodeType);
+    if (!byType) {
+      byType = new Map();
+      byNode.set(nodeType, byType);
+    }
+    let answer = byType.get(msgType);
     if (answer === undefined) {
       answer = reachable(chain, msgType, nodeType, mode);
-      chain.reach.set(key, answer);
+      byType.set(msgType, answer);
     }
     return answer;
   }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import {
   DEFAULT_SCRIPT_LIMITS,
+  MAX_ARGS_CHARS,
   ScriptCompileError,
   ScriptEngine,
   ScriptRuntimeError,
@@ -199,6 +200,37 @@ describe('script sandbox (QuickJS in WebAssembly)', () => {
     assert.deepEqual(outcomes[2], { ok: true, value: 2 });
     assert.equal(script.invoke(['{"i":3}', '{}', '""']), '3');
     script.dispose();
+  });
+
+  it('passes any text in and out unchanged: non-ASCII, escaped lone surrogates, near the size limit', () => {
+    const script = engine.compile('return {msg: msg, len: msg.s.length};', ARGS);
+    try {
+      const texts = [
+        'plain',
+        'é ü ß ✓ 温度 🌡️ \u0000 "quoted" \\ back',
+        'lone \ud800 and \udc00 surrogates',
+        'x'.repeat(MAX_ARGS_CHARS - 200),
+        '温'.repeat(30_000),
+      ];
+      for (const s of texts) {
+        const arg = JSON.stringify({ s });
+        const out = JSON.parse(script.invoke([arg, '{}', '""']) as string) as unknown;
+        assert.deepEqual(out, { msg: { s }, len: s.length });
+      }
+      const many = script.invokeMany(texts.map((s) => [JSON.stringify({ s }), 'null', 'null']));
+      assert.deepEqual(
+        many.map((o) => (o.ok ? o.value : o.error.message)),
+        texts.map((s) => ({ msg: { s }, len: s.length })),
+      );
+      // Many calls: every string the host makes in the sandbox's memory is freed again.
+      for (let i = 0; i < 2000; i++) script.invoke([JSON.stringify({ s: `é${i}` }), '{}', '""']);
+      assert.equal(
+        script.invoke([JSON.stringify({ s: 'ok' }), '{}', '""']),
+        '{"msg":{"s":"ok"},"len":2}',
+      );
+    } finally {
+      script.dispose();
+    }
   });
 
   it('turns a thrown error into ScriptRuntimeError with its message', () => {

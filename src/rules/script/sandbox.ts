@@ -154,6 +154,59 @@ export type CallOutcome =
   | { readonly ok: true; readonly value: unknown }
   | { readonly ok: false; readonly error: ScriptRuntimeError };
 
+/**
+ * What `newString` reaches of quickjs-emscripten-core's context (the pinned 0.32.0): its
+ * Emscripten module's heap and allocator, and the FFI call that makes a string of UTF-8 bytes.
+ */
+interface ContextInternals {
+  readonly memory?: {
+    readonly module?: {
+      readonly HEAPU8?: Uint8Array;
+      _malloc?(size: number): number;
+      _free?(ptr: number): void;
+    };
+    heapValueHandle?(ptr: number): QuickJSHandle;
+  };
+  readonly ffi?: { QTS_NewString?(ctx: number, ptr: number): number };
+  readonly ctx?: { readonly value: number };
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * A string handle for `text`, as `ctx.newString` makes it, with the text encoded by
+ * TextEncoder instead of Emscripten's JavaScript UTF-8 loop: for a batch of 32 telemetry
+ * messages' arguments (about 5 KB) 0.09 against 0.8 µs per message (docs/benchmarks.md).
+ * @NOTE: reaches into the context's private fields (pinned version); where they are not there
+ * it falls back to `ctx.newString`. JSON texts hold no lone surrogates (JSON.stringify escapes
+ * them), so both encode the same bytes.
+ */
+function newString(ctx: QuickJSContext, text: string): QuickJSHandle {
+  const { memory, ffi, ctx: raw } = ctx as unknown as ContextInternals;
+  const mod = memory?.module;
+  if (
+    !mod?._malloc ||
+    !mod._free ||
+    !mod.HEAPU8 ||
+    !memory?.heapValueHandle ||
+    !ffi?.QTS_NewString ||
+    raw === undefined
+  )
+    return ctx.newString(text);
+  const max = text.length * 3 + 1;
+  const ptr = mod._malloc(max);
+  if (ptr === 0) return ctx.newString(text);
+  try {
+    // The heap's view is read after malloc: a malloc that grows the memory replaces it.
+    const heap = mod.HEAPU8 as Uint8Array;
+    const { written } = utf8.encodeInto(text, heap.subarray(ptr, ptr + max - 1));
+    heap[ptr + written] = 0;
+    return memory.heapValueHandle(ffi.QTS_NewString(raw.value, ptr));
+  } finally {
+    mod._free(ptr);
+  }
+}
+
 function argsSize(args: readonly string[]): number {
   let size = 0;
   for (const a of args) size += a.length;
@@ -250,7 +303,7 @@ export class CompiledScript {
     const size = argsSize(jsonArgs);
     if (size > MAX_ARGS_CHARS) throw tooLarge(size);
     const ctx = this.#context;
-    const handles = jsonArgs.map((a) => ctx.newString(a));
+    const handles = jsonArgs.map((a) => newString(ctx, a));
     const text = this.#call(this.#fn, handles);
     if (text !== undefined && text.length > MAX_RESULT_CHARS) throw resultTooLarge(text.length);
     return text;
@@ -281,7 +334,7 @@ export class CompiledScript {
     if (parts.length === 0) return out;
     let entries: unknown[];
     try {
-      const text = this.#call(this.#many, [this.#context.newString(`[${parts.join(',')}]`)]);
+      const text = this.#call(this.#many, [newString(this.#context, `[${parts.join(',')}]`)]);
       entries = JSON.parse(text ?? '[]') as unknown[];
     } catch (err) {
       if (!(err instanceof ScriptRuntimeError)) throw err;
