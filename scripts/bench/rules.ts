@@ -14,7 +14,7 @@
  *    on one gateway, so the machine's load hits both alike.
  *
  * Usage: npm run bench:rules [-- --messages 20000 --calls 20000 --no-mqtt
- *                                --publishers 20 --duration 5 --rounds 2]
+ *                                --publishers 20 --duration 5 --rounds 2 --rate 0]
  */
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -31,6 +31,8 @@ const { values } = parseArgs({
     publishers: { type: 'string', default: '20' },
     duration: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '2' },
+    /** Passed to bench:mqtt --rules: messages/s offered in all (0: as fast as acknowledged). */
+    rate: { type: 'string', default: '0' },
   },
 });
 const MESSAGES = Number(values.messages);
@@ -114,7 +116,15 @@ try {
 }
 
 if (!values['no-mqtt']) {
-  const args = ['--rules', '--publishers', values.publishers, '--duration', values.duration];
+  const args = [
+    '--rules',
+    '--publishers',
+    values.publishers,
+    '--duration',
+    values.duration,
+    '--rate',
+    values.rate,
+  ];
   const mqtt = spawnSync(
     process.execPath,
     [
