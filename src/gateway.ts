@@ -42,6 +42,7 @@ import { DeviceMessageService } from './messages/device-message-service.js';
 import type { MessageProcessor } from './messages/types.js';
 import { MemoryTrim } from './metrics/memory-trim.js';
 import { Metrics } from './metrics/metrics.js';
+import { type EdgeNative, loadEdgeNative } from './native/edge-native.js';
 import { createNotifications, type Notifications } from './notifications/notifications.js';
 import { OtaService } from './ota/ota-service.js';
 import { ProvisionService } from './provisioning/provision-service.js';
@@ -123,6 +124,8 @@ export interface GatewayOverrides {
   readonly uiDir?: string | null;
   /** better-sqlite3's native addon when it is not in node_modules (the single executable). */
   readonly sqliteAddon?: SqliteAddon;
+  /** The gateway's own addon file (the single executable's); default beside the bundle. */
+  readonly nativeAddonFile?: string;
   /**
    * The one processing entry point instead of the gateway's own (`messageProcessor` below); a
    * function gets the services and the standard processor (to wrap it).
@@ -808,6 +811,8 @@ export interface Services {
   readonly schedulerEvents: SchedulerEventService;
   readonly deviceAuth: DeviceAuthThrottle;
   readonly connectors: ConnectorService;
+  /** The gateway's own native addon (RS-485 mode, malloc_trim), or why it is not there. */
+  readonly native: EdgeNative;
   /** Live subscriptions of the WebSocket API. */
   readonly subscriptions: SubscriptionService;
   readonly notifications: Notifications;
@@ -1172,6 +1177,13 @@ async function buildServices(
     log: loggers.auth,
   });
   const log = loggers.connectors;
+  const native = loadEdgeNative(overrides.nativeAddonFile);
+  if (native.available) loggers.gateway.info({ file: native.file }, 'native addon loaded');
+  else
+    loggers.gateway.warn(
+      { reason: native.reason },
+      'native addon not available: RS-485 mode, low-latency mode and malloc_trim are off',
+    );
   const connectors = new ConnectorService({
     db,
     tenants,
@@ -1184,9 +1196,14 @@ async function buildServices(
     log,
     drivers: {
       MODBUS: (parsed, sink) =>
-        new ModbusMaster({ config: parsed.config as ModbusConnectorConfig, sink, log }),
+        new ModbusMaster({ config: parsed.config as ModbusConnectorConfig, sink, log, native }),
       SERIAL: (parsed, sink) =>
-        new SerialLineConnector({ config: parsed.config as SerialConnectorConfig, sink, log }),
+        new SerialLineConnector({
+          config: parsed.config as SerialConnectorConfig,
+          sink,
+          log,
+          native,
+        }),
     },
   });
   connectors.start();
@@ -1235,6 +1252,7 @@ async function buildServices(
     scheduler,
     schedulerEvents,
     connectors,
+    native,
     notifications,
     upstream: cloud,
   };

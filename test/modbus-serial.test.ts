@@ -8,17 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SerialPort } from 'serialport';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
-import { RegisterBank, SocatPair, startRtuSlave } from './helpers/modbus.js';
-
-interface Status {
-  lines: Array<{ line: string; open: boolean; reopens: number; lastError: string | null }>;
-  devices: Array<{
-    name: string;
-    active: boolean;
-    lastError: string | null;
-    counters: { polls: number; timeouts: number; connectionErrors: number; decodeErrors: number };
-  }>;
-}
+import { connectorApi, RegisterBank, SocatPair, startRtuSlave } from './helpers/modbus.js';
 
 describe('serial connectors on socat pairs', () => {
   let t: TestGateway;
@@ -49,24 +39,7 @@ describe('serial connectors on socat pairs', () => {
     await linePair.close();
   });
 
-  async function status(id: string): Promise<Status> {
-    const res = await t.api(`/api/connector/${id}/status`, { token: admin });
-    assert.equal(res.status, 200);
-    return (await res.json()) as Status;
-  }
-
-  async function latest(name: string): Promise<Record<string, string>> {
-    const res = await t.api(`/api/tenant/devices?deviceName=${encodeURIComponent(name)}`, {
-      token: admin,
-    });
-    if (res.status !== 200) return {};
-    const id = ((await res.json()) as { id: { id: string } }).id.id;
-    const ts = await t.api(`/api/plugins/telemetry/DEVICE/${id}/values/timeseries`, {
-      token: admin,
-    });
-    const body = (await ts.json()) as Record<string, Array<{ value: string }>>;
-    return Object.fromEntries(Object.entries(body).map(([k, v]) => [k, v[0].value]));
-  }
+  const { status, latest } = connectorApi(() => ({ t, token: admin }));
 
   async function create(body: unknown): Promise<string> {
     const res = await t.api('/api/connector', { token: admin, body });

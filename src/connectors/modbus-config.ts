@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { lowLatencySchema, type PortModes, rs485Schema } from './port-modes.js';
 import { type ReportStrategy, reportStrategySchema } from './report-strategy.js';
 
 /**
@@ -68,7 +69,8 @@ export interface ModbusTag {
   readonly report?: ReportStrategy;
 }
 
-export interface ModbusSlave {
+/** `rs485` and `lowLatency` (port-modes.ts): serial slaves only; the port's first slave's apply. */
+export interface ModbusSlave extends PortModes {
   readonly deviceName: string;
   readonly deviceType: string;
   readonly type: 'tcp' | 'udp' | 'serial';
@@ -344,6 +346,8 @@ const slaveSchema = z
       .default(8),
     parity: paritySchema,
     stopbits: int.pipe(z.union([z.literal(1), z.literal(2)])).default(1),
+    rs485: rs485Schema.optional(),
+    lowLatency: lowLatencySchema,
     connectAttemptTimeMs: int.pipe(z.number().min(0)).default(500),
     connectAttemptCount: int.pipe(z.number().min(1)).default(2),
     waitAfterFailedAttemptsMs: int.pipe(z.number().min(0)).default(30000),
@@ -377,6 +381,11 @@ const slaveSchema = z
       if (!/^\d+$/.test(String(s.port)) || Number(s.port) < 1 || Number(s.port) > 65535) {
         ctx.addIssue({ code: 'custom', path: ['port'], message: 'must be a TCP/UDP port number' });
       }
+      for (const key of ['rs485', 'lowLatency'] as const) {
+        if (s[key] !== undefined && (key === 'rs485' || s[key])) {
+          ctx.addIssue({ code: 'custom', path: [key], message: 'is for a serial port only' });
+        }
+      }
       if (s.type === 'udp' && s.method !== 'socket') {
         ctx.addIssue({
           code: 'custom',
@@ -402,6 +411,8 @@ const slaveSchema = z
       bytesize: s.bytesize,
       parity: s.parity,
       stopbits: s.stopbits,
+      rs485: s.rs485,
+      lowLatency: s.lowLatency,
       unitId: s.unitId,
       timeoutMs: Math.round(s.timeout * 1000),
       retries: s.retries,
@@ -430,7 +441,23 @@ export const modbusConfigSchema = z
   })
   .superRefine((c, ctx) => {
     const names = new Set<string>();
+    // One port, one set of modes: a slave may repeat its port's, not contradict them.
+    const modes = new Map<string, { rs485: string; lowLatency: boolean }>();
     c.master.slaves.forEach((s, i) => {
+      if (s.type === 'serial') {
+        const mine = { rs485: JSON.stringify(s.rs485 ?? null), lowLatency: s.lowLatency };
+        const first = modes.get(s.serialPort);
+        if (!first) modes.set(s.serialPort, mine);
+        for (const key of ['rs485', 'lowLatency'] as const) {
+          if (first && first[key] !== mine[key]) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['master', 'slaves', i, key],
+              message: `differs from the first slave on ${s.serialPort} (one port, one setting)`,
+            });
+          }
+        }
+      }
       if (names.has(s.deviceName)) {
         ctx.addIssue({
           code: 'custom',

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { paritySchema } from './modbus-config.js';
+import { lowLatencySchema, type PortModes, rs485Schema } from './port-modes.js';
 
 /**
  * The serial line connector: a UART delivering text lines, one reading per line. Our own format
@@ -13,7 +14,7 @@ import { paritySchema } from './modbus-config.js';
 
 export type LineFormat = 'json' | 'keyValue' | 'csv';
 
-export interface SerialPortConfig {
+export interface SerialPortConfig extends PortModes {
   readonly port: string;
   readonly baudrate: number;
   readonly bytesize: 5 | 6 | 7 | 8;
@@ -51,6 +52,8 @@ const portSchema = z
     parity: paritySchema,
     stopbits: z.union([z.literal(1), z.literal(2)]).default(1),
     rtscts: z.boolean().default(false),
+    rs485: rs485Schema.optional(),
+    lowLatency: lowLatencySchema,
     delimiter: z.string().min(1).max(8).default('\n'),
     format: z.enum(['json', 'keyValue', 'csv'], { error: 'must be json, keyValue or csv' }),
     separator: z.string().min(1).max(8).optional(),
@@ -92,6 +95,8 @@ const portSchema = z
       parity: p.parity,
       stopbits: p.stopbits,
       rtscts: p.rtscts,
+      rs485: p.rs485,
+      lowLatency: p.lowLatency,
       delimiter: p.delimiter,
       format: p.format,
       separator: p.separator ?? (p.format === 'csv' ? ',' : ';'),

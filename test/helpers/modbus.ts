@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -5,6 +6,7 @@ import { type AddressInfo, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import modbusSerial from 'modbus-serial';
+import type { TestGateway } from './gateway.js';
 
 /**
  * Simulated Modbus slaves for tests: modbus-serial's own TCP and serial servers over a register
@@ -239,5 +241,41 @@ export async function socatBridge(
         proc.once('exit', () => resolve());
         proc.kill('SIGTERM');
       }),
+  };
+}
+
+/** A connector's `GET /api/connector/{id}/status`, as the serial tests read it. */
+export interface ConnectorStatus {
+  running: boolean;
+  lines: Array<{ line: string; open: boolean; reopens: number; lastError: string | null }>;
+  devices: Array<{
+    name: string;
+    active: boolean;
+    lastError: string | null;
+    counters: { polls: number; timeouts: number; connectionErrors: number; decodeErrors: number };
+  }>;
+}
+
+/** REST reads of connectors and their devices: `session` gives the gateway and a user's token. */
+export function connectorApi(session: () => { t: TestGateway; token: string }) {
+  return {
+    async status(id: string): Promise<ConnectorStatus> {
+      const { t, token } = session();
+      const res = await t.api(`/api/connector/${id}/status`, { token });
+      assert.equal(res.status, 200);
+      return (await res.json()) as ConnectorStatus;
+    },
+    /** The latest value of each key of the device named `name` ({} while it does not exist). */
+    async latest(name: string): Promise<Record<string, string>> {
+      const { t, token } = session();
+      const res = await t.api(`/api/tenant/devices?deviceName=${encodeURIComponent(name)}`, {
+        token,
+      });
+      if (res.status !== 200) return {};
+      const id = ((await res.json()) as { id: { id: string } }).id.id;
+      const ts = await t.api(`/api/plugins/telemetry/DEVICE/${id}/values/timeseries`, { token });
+      const body = (await ts.json()) as Record<string, Array<{ value: string }>>;
+      return Object.fromEntries(Object.entries(body).map(([k, v]) => [k, v[0].value]));
+    },
   };
 }

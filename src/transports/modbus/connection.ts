@@ -1,7 +1,10 @@
 import type { Socket as UdpSocket } from 'node:dgram';
 import { lookup } from 'node:dns/promises';
 import modbusSerial from 'modbus-serial';
+import type { Logger } from 'pino';
 import type { ModbusSlave } from '../../connectors/modbus-config.js';
+import type { EdgeNative } from '../../native/edge-native.js';
+import { withPortModes } from '../serial/port-modes.js';
 import { type BindingInterface, serialBinding } from './serial-binding.js';
 
 /**
@@ -62,6 +65,8 @@ export function lineKey(s: ModbusSlave): string {
 const ModbusRTU = modbusSerial.default;
 type ModbusRTU = InstanceType<typeof ModbusRTU>;
 
+const NO_ADDON: EdgeNative = { available: false, reason: 'no native addon was given' };
+
 type Callback<T> = (err: Error | null, data?: T) => void;
 
 export class ModbusSerialConnection implements ModbusConnection {
@@ -73,10 +78,13 @@ export class ModbusSerialConnection implements ModbusConnection {
   /**
    * @param binding serialport's port layer for a serial slave, given the callback for read times
    *   (default: serial-binding.ts; the bench passes others to compare).
+   * @param modes the native addon and a logger, for the slave's `rs485` / `lowLatency`
+   *   (port-modes.ts); without it a slave asking for them cannot open.
    */
   constructor(
     private readonly slave: ModbusSlave,
     private readonly binding: (onRead: (at: number) => void) => BindingInterface = serialBinding,
+    private readonly modes?: { readonly native: EdgeNative; readonly log: Logger },
   ) {}
 
   lastReadAt(): number | undefined {
@@ -101,9 +109,15 @@ export class ModbusSerialConnection implements ModbusConnection {
         dataBits: s.bytesize,
         stopBits: s.stopbits,
         parity: s.parity,
-        binding: this.binding((at) => {
-          this.#lastReadAt = at;
-        }),
+        binding: withPortModes(
+          this.binding((at) => {
+            this.#lastReadAt = at;
+          }),
+          s.serialPort,
+          s,
+          this.modes?.native ?? NO_ADDON,
+          this.modes?.log,
+        ),
       };
       await client.connectRTUBuffered(s.serialPort, options);
     } else if (s.type === 'udp') {

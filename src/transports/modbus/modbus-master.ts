@@ -6,6 +6,7 @@ import type {
   DeviceRequest,
   LineStatus,
 } from '../../connectors/types.js';
+import type { EdgeNative } from '../../native/edge-native.js';
 import { lineKey, type ModbusConnection, ModbusSerialConnection } from './connection.js';
 import { Line, type LineClock } from './line.js';
 
@@ -17,6 +18,8 @@ export interface ModbusMasterDeps {
   /** Builds the connection of a line (default: modbus-serial). */
   readonly connect?: (first: ModbusSlave) => ModbusConnection;
   readonly backoffCapMs?: number;
+  /** The native addon, for serial slaves' `rs485` / `lowLatency`. */
+  readonly native?: EdgeNative;
 }
 
 /**
@@ -34,7 +37,11 @@ export class ModbusMaster implements ConnectorRuntime {
       if (group) group.push(slave);
       else groups.set(key, [slave]);
     }
-    const connect = deps.connect ?? ((s: ModbusSlave) => new ModbusSerialConnection(s));
+    const { native, log } = deps;
+    const connect =
+      deps.connect ??
+      ((s: ModbusSlave) =>
+        new ModbusSerialConnection(s, undefined, native ? { native, log } : undefined));
     this.#lines = [...groups].map(
       ([key, slaves]) =>
         new Line({

@@ -45,6 +45,11 @@ class EventLoopPort implements BindingPortInterface {
     return this.inner.isOpen;
   }
 
+  /** The open descriptor (port-modes.ts makes its ioctls on it), null once closed. */
+  get fd(): number | null {
+    return this.inner.fd;
+  }
+
   async read(
     buffer: Buffer,
     offset: number,

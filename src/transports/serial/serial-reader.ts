@@ -2,7 +2,9 @@ import type { Logger } from 'pino';
 import { SerialPort } from 'serialport';
 import type { SerialConnectorConfig, SerialPortConfig } from '../../connectors/serial-config.js';
 import type { ConnectorRuntime, ConnectorSink, LineStatus } from '../../connectors/types.js';
+import type { EdgeNative } from '../../native/edge-native.js';
 import { parseLine } from './line-parser.js';
+import { withPortModes } from './port-modes.js';
 
 /**
  * One serial port delivering text lines: opened with its settings, split at the delimiter
@@ -27,6 +29,7 @@ class PortReader {
     private readonly cfg: SerialPortConfig,
     private readonly sink: ConnectorSink,
     private readonly log: Logger,
+    private readonly native: EdgeNative,
   ) {
     this.#delimiter = Buffer.from(cfg.delimiter);
   }
@@ -63,6 +66,8 @@ class PortReader {
   #openPort(): void {
     if (this.#stopped) return;
     const { cfg } = this;
+    // @NOTE: serialport's option types leave out `binding`, which its SerialPort takes (it
+    // spreads the options over its detected binding).
     const port = new SerialPort({
       path: cfg.port,
       baudRate: cfg.baudrate,
@@ -70,8 +75,10 @@ class PortReader {
       parity: cfg.parity,
       stopBits: cfg.stopbits,
       rtscts: cfg.rtscts,
+      // `rs485` / `lowLatency` set right after each open (port-modes.ts).
+      binding: withPortModes(SerialPort.binding, cfg.port, cfg, this.native, this.log),
       autoOpen: false,
-    });
+    } as ConstructorParameters<typeof SerialPort>[0]);
     this.#port = port;
     port.open((err) => {
       if (this.#stopped) {
@@ -79,6 +86,11 @@ class PortReader {
         return;
       }
       if (err) {
+        // Said once at warn level; each retry at debug.
+        this.log[this.#failures === 0 ? 'warn' : 'debug'](
+          { port: cfg.port, error: err.message, attempts: this.#failures + 1 },
+          'serial port cannot open; retrying',
+        );
         this.#failed(err.message);
         return;
       }
@@ -168,8 +180,16 @@ class PortReader {
 export class SerialLineConnector implements ConnectorRuntime {
   readonly #readers: PortReader[];
 
-  constructor(deps: { config: SerialConnectorConfig; sink: ConnectorSink; log: Logger }) {
-    this.#readers = deps.config.devices.map((cfg) => new PortReader(cfg, deps.sink, deps.log));
+  constructor(deps: {
+    config: SerialConnectorConfig;
+    sink: ConnectorSink;
+    log: Logger;
+    /** The native addon, for ports' `rs485` / `lowLatency`. */
+    native: EdgeNative;
+  }) {
+    this.#readers = deps.config.devices.map(
+      (cfg) => new PortReader(cfg, deps.sink, deps.log, deps.native),
+    );
   }
 
   start(): void {
