@@ -1,3 +1,4 @@
+import { type ComponentChildren, h } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, errorText, type PageData, qs } from '../lib/api.js';
 import { useApp } from '../lib/app-context.js';
@@ -9,6 +10,8 @@ import {
   type EntityAlias,
   effectiveTimewindow,
   keyFiltersOf,
+  type StateParams,
+  stateEntityOf,
   type Widget,
   type WidgetAction,
   type WidgetKind,
@@ -58,7 +61,7 @@ export function useVisibleDevices(): { devices: Entity[] | undefined; error: str
 export function resolveAlias(
   alias: EntityAlias | undefined,
   devices: Entity[],
-  stateEntityId?: string,
+  stateParams?: StateParams,
   /** A dashboard filter's match: only these ids (before `resolveMultiple: false` takes one). */
   keep?: Set<string>,
 ): Entity[] {
@@ -68,7 +71,7 @@ export function resolveAlias(
   switch (f.type) {
     case 'stateEntity':
       // The entity the dashboard state was opened with (a row of an entities table).
-      found = devices.filter((d) => d.id === stateEntityId);
+      found = devices.filter((d) => d.id === stateEntityOf(f, stateParams));
       break;
     case 'singleEntity':
       found = devices.filter((d) => d.id === f.singleEntity?.id);
@@ -155,8 +158,8 @@ export interface WidgetProps {
   kind: WidgetKind | undefined;
   dashboard: DashboardConfig;
   devices: Entity[];
-  /** The current state's entity (aliases of type `stateEntity`). */
-  stateEntityId?: string;
+  /** The current state's parameters (aliases of type `stateEntity`). */
+  stateParams?: StateParams;
   /** Runs a widget action (dashboard-model.ts `WidgetAction`) with an entity. */
   onAction?: (a: WidgetAction, entity?: Entity) => void;
 }
@@ -169,7 +172,7 @@ export function WidgetBody(props: WidgetProps) {
   const alarmSource =
     props.kind === 'alarms' ? (w.config.alarmSource as Datasource | undefined) : undefined;
   const datasources = alarmSource ? [alarmSource] : (w.config.datasources ?? []);
-  const queries = datasources.map((ds) => filterQuery(ds, props.dashboard, props.stateEntityId));
+  const queries = datasources.map((ds) => filterQuery(ds, props.dashboard, props.stateParams));
   const matches = useFilterMatches(queries);
   const sources = datasources.map((ds, i) => ({
     entities:
@@ -177,7 +180,7 @@ export function WidgetBody(props: WidgetProps) {
         ? resolveAlias(
             aliases[ds.entityAliasId ?? ''],
             props.devices,
-            props.stateEntityId,
+            props.stateParams,
             queries[i] ? (matches[i] ?? new Set()) : undefined,
           )
         : [],
@@ -205,10 +208,11 @@ export function WidgetBody(props: WidgetProps) {
     case 'markdown':
       return <MarkdownWidget {...props} entities={entities} keys={keys} />;
     case 'alarms':
+      // Only the alias's devices' alarms: one device's list, or ALARM_DATA for several.
       return entities.length === 1 ? (
         <AlarmTable source={`/api/alarm/DEVICE/${entities[0].id}`} />
       ) : (
-        <AlarmTable source="/api/v2/alarms" />
+        <AlarmTable source="/api/v2/alarms" entityIds={entities.map((e) => e.id)} />
       );
     case 'switch':
     case 'button':
@@ -223,14 +227,20 @@ export function WidgetBody(props: WidgetProps) {
 function filterQuery(
   ds: Datasource,
   dashboard: DashboardConfig,
-  stateEntityId: string | undefined,
+  stateParams: StateParams | undefined,
 ): EntityQuery | undefined {
   const f = ds.filterId ? dashboard.filters?.[ds.filterId] : undefined;
   const alias = dashboard.entityAliases?.[ds.entityAliasId ?? ''];
   if (!f || !alias) return undefined;
   const entityFilter =
     alias.filter.type === 'stateEntity'
-      ? { type: 'singleEntity', singleEntity: { entityType: 'DEVICE', id: stateEntityId ?? '' } }
+      ? {
+          type: 'singleEntity',
+          singleEntity: {
+            entityType: 'DEVICE',
+            id: stateEntityOf(alias.filter, stateParams) ?? '',
+          },
+        }
       : alias.filter;
   return { entityFilter, keyFilters: keyFiltersOf(f) };
 }
@@ -365,6 +375,8 @@ function CardsWidget(props: DataProps & { gauge: boolean }) {
   const settings = props.widget.config.settings ?? {};
   const min = Number(settings.minValue ?? 0);
   const max = Number(settings.maxValue ?? 100);
+  // ThingsBoard's "On card click": the first cardClick action, here with the card's own entity.
+  const click = widgetActions(props.widget, 'cardClick')[0];
   return (
     <div class="cards">
       {props.entities.flatMap((e) =>
@@ -373,8 +385,8 @@ function CardsWidget(props: DataProps & { gauge: boolean }) {
           const n = Number(value);
           const share =
             Number.isFinite(n) && max > min ? Math.min(1, Math.max(0, (n - min) / (max - min))) : 0;
-          return (
-            <div class="value-card" key={`${e.id}:${k.name}`} data-key={k.name}>
+          const body = (
+            <>
               <span class="muted">
                 {props.entities.length > 1 ? `${e.name} · ` : ''}
                 {k.label ?? k.name}
@@ -390,6 +402,24 @@ function CardsWidget(props: DataProps & { gauge: boolean }) {
                   {Math.round(share * 100)}%
                 </meter>
               )}
+            </>
+          );
+          const refusal = click ? actionRefusal(click) : '';
+          return click ? (
+            <button
+              type="button"
+              class="value-card"
+              key={`${e.id}:${k.name}`}
+              data-key={k.name}
+              disabled={refusal !== '' || !props.onAction}
+              title={refusal || undefined}
+              onClick={() => props.onAction?.(click, e)}
+            >
+              {body}
+            </button>
+          ) : (
+            <div class="value-card" key={`${e.id}:${k.name}`} data-key={k.name}>
+              {body}
             </div>
           );
         }),
@@ -458,34 +488,87 @@ function EntitiesWidget(props: DataProps) {
   );
 }
 
-/** Markdown with key values: `${label}` / `${key}` replaced; headings, bold, lines. No HTML. */
+/** Elements an HTML card keeps (without their attributes); others show only their content. */
+const HTML_KEEP = new Set(
+  'p div span b strong i em u small h1 h2 h3 h4 h5 h6 ul ol li br hr table thead tbody tr th td code pre blockquote'.split(
+    ' ',
+  ),
+);
+/** Elements left out with their content. */
+const HTML_DROP = new Set('script style template iframe object embed noscript svg math'.split(' '));
+
+const escapeHtml = (v: string): string => v.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/**
+ * Markdown/HTML card: `${label}`/`${key}`/`${key:decimals}`/`${entityName}` replaced (values
+ * escaped); `#` headings, `**bold**`; HTML parsed inert (DOMParser: nothing runs or loads) and
+ * rendered as a subset of elements with no attributes but their `id`, so markup from an imported
+ * file never runs. An element whose id names an `elementClick` action runs it (ThingsBoard: the
+ * innermost such element clicked), also from the keyboard.
+ */
 function MarkdownWidget(props: DataProps) {
   const latest = useLatest(props.entities.slice(0, 1), props.keys);
   const settings = props.widget.config.settings ?? {};
   const pattern = String(settings.markdownTextPattern ?? settings.cardHtml ?? '');
   const values = latest.get(props.entities[0]?.id ?? '');
-  const text = pattern
-    // @NOTE: HTML cards are shown as text: dashboard JSON is imported, and markup in it is not run.
-    .replace(/<[^>]*>/g, ' ')
+  const html = pattern
     .replace(/\$\{([^}:]+)(?::(\d+))?\}/g, (_, name: string, dec?: string) => {
       const key = props.keys.find((k) => k.label === name || k.name === name);
-      if (name === 'entityName') return props.entities[0]?.name ?? '';
+      if (name === 'entityName') return escapeHtml(props.entities[0]?.name ?? '');
       const v = key ? values?.get(key.name)?.[1] : undefined;
       if (v === undefined) return '–';
-      return dec !== undefined && Number.isFinite(Number(v)) ? Number(v).toFixed(Number(dec)) : v;
+      return escapeHtml(
+        dec !== undefined && Number.isFinite(Number(v)) ? Number(v).toFixed(Number(dec)) : v,
+      );
+    })
+    .split('\n')
+    .map((line) => {
+      const t = line.trim().replace(/\*\*(.+?)\*\*/g, '<b>$1</b>');
+      const m = /^#{1,6}\s+(.*)$/.exec(t);
+      return m ? `<h3>${m[1]}</h3>` : t && !t.startsWith('<') ? `<p>${t}</p>` : t;
+    })
+    .join('\n');
+  const actions = widgetActions(props.widget, 'elementClick');
+  const entity = props.entities[0];
+  const render = (node: Node): ComponentChildren[] =>
+    Array.from(node.childNodes, (n, i) => {
+      if (n.nodeType === Node.TEXT_NODE) return n.textContent;
+      if (!(n instanceof Element)) return null;
+      const tag = n.tagName.toLowerCase();
+      if (HTML_DROP.has(tag)) return null;
+      const children = render(n);
+      const id = n.id || undefined;
+      const action = id ? actions.find((a) => a.name === id) : undefined;
+      if (!action && !HTML_KEEP.has(tag)) return children;
+      const refusal = action ? actionRefusal(action) : '';
+      const run = (e: Event) => {
+        e.stopPropagation();
+        if (action && !refusal) props.onAction?.(action, entity);
+      };
+      return h(
+        HTML_KEEP.has(tag) ? tag : 'span',
+        action
+          ? {
+              key: i,
+              'data-element-id': id,
+              class: 'element-action',
+              role: 'button',
+              tabIndex: 0,
+              'aria-disabled': refusal ? 'true' : undefined,
+              title: refusal || undefined,
+              onClick: run,
+              onKeyDown: (e: KeyboardEvent) => {
+                if (e.key !== 'Enter' && e.key !== ' ') return;
+                e.preventDefault();
+                run(e);
+              },
+            }
+          : { key: i, 'data-element-id': id },
+        children,
+      );
     });
-  return (
-    <div class="markdown">
-      {text.split('\n').map((line, i) => {
-        const m = /^(#{1,4})\s+(.*)$/.exec(line);
-        const body = (m ? m[2] : line)
-          .split(/\*\*(.+?)\*\*/g)
-          .map((part, j) => (j % 2 ? <b key={j}>{part}</b> : part));
-        if (m) return <h3 key={i}>{body}</h3>;
-        return line.trim() ? <p key={i}>{body}</p> : null;
-      })}
-    </div>
-  );
+  const doc = useMemo(() => new DOMParser().parseFromString(html, 'text/html'), [html]);
+  return <div class="markdown">{render(doc.body)}</div>;
 }
 
 /** A switch or a button: an RPC to the target device, or (switch) a shared attribute. */
@@ -506,7 +589,7 @@ function ControlWidget(props: WidgetProps) {
     resolveAlias(
       aliases[target?.entityAliasId ?? w.config.targetDeviceAliasIds?.[0] ?? ''],
       props.devices,
-      props.stateEntityId,
+      props.stateParams,
     )[0]?.id;
   const [on, setOn] = useState(false);
   const [status, setStatus] = useState('');

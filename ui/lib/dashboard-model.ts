@@ -72,6 +72,8 @@ export interface WidgetAction {
   openNewBrowserTab?: boolean;
   setEntityId?: boolean;
   openRightLayout?: boolean;
+  /** The state parameter the clicked entity goes in (a `stateEntity` alias names it). */
+  stateEntityParamName?: string | null;
 }
 
 /** Why an action of this widget cannot run here, or '' when it can. */
@@ -109,16 +111,21 @@ export function safeUrl(url: string | undefined): string | undefined {
 }
 
 /**
- * One entry of ThingsBoard's state stack (the dashboard's `state=` URL parameter): a state id and
- * its parameters, of which the page reads the selected entity.
+ * A state's parameters (ThingsBoard's StateParams): the selected entity (`entityId`, `entityName`),
+ * and named parameters, each an object of the same shape, set by actions with a
+ * `stateEntityParamName` (`targetEntityParamName` names the last one set).
  */
+export interface StateParams {
+  entityId?: { entityType: string; id: string };
+  entityName?: string;
+  targetEntityParamName?: string;
+  [k: string]: unknown;
+}
+
+/** One entry of ThingsBoard's state stack (the dashboard's `state=` URL parameter). */
 export interface StateObject {
   id: string;
-  params?: {
-    entityId?: { entityType: string; id: string };
-    entityName?: string;
-    [k: string]: unknown;
-  };
+  params?: StateParams;
 }
 
 /** The stack as ThingsBoard writes it in `?state=`: base64 of the UTF-8 JSON. */
@@ -146,18 +153,50 @@ export function decodeState(raw: string | null): StateObject[] {
   }
 }
 
-/** The state object a state action opens, with the clicked entity when it sets one. */
+/**
+ * The state object an action opens (ThingsBoard's updateEntityParams): `base` (for state actions
+ * the current state's parameters, kept) with the clicked entity, in the parameter the action's
+ * `stateEntityParamName` names, else as the state's own entity.
+ */
 export function stateObject(
   targetId: string,
   a: WidgetAction,
   entity?: { id: string; name: string },
+  base: StateParams = {},
 ): StateObject {
-  return a.setEntityId === false || !entity
-    ? { id: targetId, params: {} }
-    : {
-        id: targetId,
-        params: { entityId: { entityType: 'DEVICE', id: entity.id }, entityName: entity.name },
-      };
+  const params: StateParams = structuredClone(base);
+  if (a.setEntityId !== false && entity) {
+    const name = a.stateEntityParamName;
+    let target = params;
+    if (name) {
+      const named = params[name];
+      if (named && typeof named === 'object') target = named as StateParams;
+      else {
+        target = {};
+        params[name] = target;
+        params.targetEntityParamName = name;
+      }
+    }
+    target.entityId = { entityType: 'DEVICE', id: entity.id };
+    target.entityName = entity.name;
+  }
+  return { id: targetId, params };
+}
+
+/**
+ * The device a `stateEntity` alias resolves to (ThingsBoard's getStateEntityInfo): the entity of
+ * the state parameter its `stateEntityParamName` names, else of the state itself; else the alias's
+ * `defaultStateEntity`.
+ */
+export function stateEntityOf(f: AliasFilter, params: StateParams | undefined): string | undefined {
+  const p = f.stateEntityParamName ? (params?.[f.stateEntityParamName] as StateParams) : params;
+  return p?.entityId?.id ?? f.defaultStateEntity?.id ?? undefined;
+}
+
+/** The state's `${entityName}`: of the named parameter an action set last, else its own. */
+export function stateEntityName(params: StateParams | undefined): string {
+  const named = params?.targetEntityParamName;
+  return ((named ? params?.[named] : params) as StateParams | undefined)?.entityName ?? '';
 }
 
 export interface LayoutWidget {
@@ -181,6 +220,9 @@ export interface AliasFilter {
   deviceTypes?: string[];
   deviceType?: string;
   deviceNameFilter?: string;
+  /** `stateEntity`: the state parameter holding the entity, and the entity when none is set. */
+  stateEntityParamName?: string | null;
+  defaultStateEntity?: { entityType: string; id: string } | null;
 }
 
 export interface EntityAlias {
@@ -320,10 +362,10 @@ const MAP: Array<[RegExp, WidgetKind]> = [
     'bar',
   ],
   [
-    /^cards\.(value_card|simple_card|aggregated_value_card|label_widget|attributes_card)$|^value_card$|^cards\.timeseries_table$/,
+    /^cards\.(value_card|simple_card|aggregated_value_card|label_widget|attributes_card)$|^(value_card|label_value_card)$|^cards\.timeseries_table$/,
     'card',
   ],
-  [/^(analogue_gauges|digital_gauges)\.|^gauges?\.|_gauge$/, 'gauge'],
+  [/^(analogue_gauges|digital_gauges)\.|^gauges?\.|_gauge$|^battery_level$/, 'gauge'],
   [/^cards\.entities_table$|^entities_table$/, 'entities'],
   [/^alarm_widgets\.alarms_table$|^alarms_table$/, 'alarms'],
   [

@@ -25,15 +25,40 @@ export interface EntityQuery {
   keyFilters?: unknown[];
 }
 
+/** An alarm query (`ALARM_DATA`, platform.md §4.4): an entity filter and a page link. */
+export interface AlarmQuery {
+  entityFilter: unknown;
+  pageLink: Record<string, unknown>;
+}
+
+/** A page of alarms as the gateway sends it (`data` of an ALARM_DATA update). */
+export interface AlarmPage {
+  data: Array<{ id: { id: string } }>;
+  totalPages: number;
+  totalElements: number;
+  hasNext: boolean;
+}
+
+/** How subscriptions of these types end (the others send their command with `unsubscribe`). */
+const UNSUBSCRIBE: Record<string, string> = {
+  NOTIFICATIONS_COUNT: 'NOTIFICATIONS_UNSUBSCRIBE',
+  ENTITY_DATA: 'ENTITY_DATA_UNSUBSCRIBE',
+  ALARM_DATA: 'ALARM_DATA_UNSUBSCRIBE',
+};
+
 interface Sub {
   readonly cmdId: number;
   readonly cmd:
     | SubCmd
     | { type: 'NOTIFICATIONS_COUNT' }
-    | { type: 'ENTITY_DATA'; query: EntityQuery };
+    | { type: 'ENTITY_DATA'; query: EntityQuery }
+    | { type: 'ALARM_DATA'; query: AlarmQuery };
   readonly onData: (data: TsData) => void;
   /** ENTITY_DATA: the ids of each page the gateway sends. */
   readonly onPage?: (ids: string[]) => void;
+  /** ALARM_DATA: the page, again with every change of one of its alarms. */
+  readonly onAlarms?: (page: AlarmPage) => void;
+  alarms?: AlarmPage;
   poll?: ReturnType<typeof setInterval>;
   /** Newest ts seen per key: polling hands on only what is newer. */
   readonly seen: Map<string, number>;
@@ -81,12 +106,21 @@ export class LiveClient {
     return this.#add({ type: 'ENTITY_DATA', query }, () => undefined, onIds);
   }
 
+  /**
+   * A page of the alarms of an entity filter's devices (its filters in the page link), again
+   * whenever an alarm on it changes. Socket only: while it is down the last page stays.
+   */
+  subscribeAlarms(query: AlarmQuery, onAlarms: (page: AlarmPage) => void): () => void {
+    return this.#add({ type: 'ALARM_DATA', query }, () => undefined, undefined, onAlarms);
+  }
+
   #add(
     cmd: Sub['cmd'],
     onData: (data: TsData) => void,
     onPage?: (ids: string[]) => void,
+    onAlarms?: (page: AlarmPage) => void,
   ): () => void {
-    const sub: Sub = { cmdId: this.#nextId++, cmd, onData, onPage, seen: new Map() };
+    const sub: Sub = { cmdId: this.#nextId++, cmd, onData, onPage, onAlarms, seen: new Map() };
     this.#subs.set(sub.cmdId, sub);
     this.#connect();
     if (this.#open) this.#send([this.#wire(sub)]);
@@ -95,11 +129,9 @@ export class LiveClient {
       this.#subs.delete(sub.cmdId);
       this.#stopPoll(sub);
       if (!this.#open) return;
-      const t = sub.cmd.type;
+      const end = UNSUBSCRIBE[sub.cmd.type];
       this.#send([
-        t === 'NOTIFICATIONS_COUNT' || t === 'ENTITY_DATA'
-          ? { type: `${t === 'ENTITY_DATA' ? t : 'NOTIFICATIONS'}_UNSUBSCRIBE`, cmdId: sub.cmdId }
-          : { ...this.#wire(sub), unsubscribe: true },
+        end ? { type: end, cmdId: sub.cmdId } : { ...this.#wire(sub), unsubscribe: true },
       ]);
     };
   }
@@ -132,6 +164,7 @@ export class LiveClient {
   #wire(sub: Sub): Record<string, unknown> {
     const c = sub.cmd;
     if (c.type === 'NOTIFICATIONS_COUNT') return { type: c.type, cmdId: sub.cmdId };
+    if (c.type === 'ALARM_DATA') return { type: c.type, cmdId: sub.cmdId, query: c.query };
     if (c.type === 'ENTITY_DATA') {
       return {
         type: c.type,
@@ -188,6 +221,7 @@ export class LiveClient {
         cmdId?: number;
         errorCode?: number;
         data?: TsData | { data?: Array<{ entityId: { id: string } }> };
+        update?: AlarmPage['data'] | null;
         cmdUpdateType?: string;
         totalUnreadCount?: number;
       };
@@ -203,6 +237,16 @@ export class LiveClient {
       else if (msg.cmdUpdateType === 'ENTITY_DATA') {
         const page = msg.data as { data?: Array<{ entityId: { id: string } }> } | undefined;
         if (Array.isArray(page?.data)) sub.onPage?.(page.data.map((e) => e.entityId.id));
+      } else if (msg.cmdUpdateType === 'ALARM_DATA') {
+        // A whole page, or the changed alarms of the page last sent.
+        const last = sub.alarms;
+        if (msg.data) sub.alarms = msg.data as unknown as AlarmPage;
+        else if (last && msg.update)
+          sub.alarms = {
+            ...last,
+            data: last.data.map((a) => msg.update?.find((u) => u.id.id === a.id.id) ?? a),
+          };
+        if (sub.alarms) sub.onAlarms?.(sub.alarms);
       } else if (msg.data) this.#deliver(sub, msg.data as TsData);
     };
     ws.onclose = () => {
@@ -239,7 +283,7 @@ export class LiveClient {
 
   async #pollOnce(sub: Sub): Promise<void> {
     const c = sub.cmd;
-    if (c.type === 'ENTITY_DATA') return;
+    if (c.type === 'ENTITY_DATA' || c.type === 'ALARM_DATA') return;
     if (c.type === 'NOTIFICATIONS_COUNT') {
       const n = await api<number>('/api/notifications/unread/count').catch((err: unknown) => {
         if (err instanceof ApiError && err.status === 404) return undefined;

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { PagedTable, SearchBox, usePagedList } from '../components/list.js';
+import { type PagedList, PagedTable, SearchBox } from '../components/list.js';
 import { Dialog, ErrorText, FormButtons, formatTs, useAction, useLoad } from '../components/ui.js';
 import { api, type Id, type PageData, qs } from '../lib/api.js';
 import { useApp } from '../lib/app-context.js';
@@ -34,7 +34,58 @@ export function AlarmsPage() {
   );
 }
 
-export function AlarmTable(props: { source: string; filters?: boolean }) {
+/**
+ * The table's page: from REST (`source`, read again every 2 s), or for the devices of a dashboard
+ * alias (`entityIds`) from an `ALARM_DATA` subscription that the gateway sends on every change.
+ */
+function useAlarmPage(
+  props: { source: string; entityIds?: string[] },
+  filter: { status: string[]; severity: string[]; search: string },
+): PagedList<Alarm> {
+  const { live } = useApp();
+  const [page, setPage] = useState(0);
+  const [pushed, setPushed] = useState<PageData<Alarm> | undefined>(undefined);
+  const ids = props.entityIds;
+  const v2 = props.source.includes('/v2/')
+    ? props.source
+    : props.source.replace('/api/alarm/', '/api/v2/alarm/');
+  const link = {
+    pageSize: 20,
+    page,
+    statusList: filter.status.join(',') || undefined,
+    severityList: filter.severity.join(',') || undefined,
+    textSearch: filter.search || undefined,
+  };
+  const key = JSON.stringify([v2, ids, link]);
+  const rest = useLoad(
+    () =>
+      ids
+        ? Promise.resolve(undefined)
+        : api<PageData<Alarm>>(
+            `${v2}${qs({ ...link, sortProperty: 'createdTime', sortOrder: 'DESC' })}`,
+          ),
+    [key],
+  );
+  useEffect(() => {
+    if (!ids) {
+      const t = setInterval(rest.reload, REFRESH_MS);
+      return () => clearInterval(t);
+    }
+    const entityFilter = { type: 'entityList', entityType: 'DEVICE', entityList: ids };
+    const pageLink = {
+      ...link,
+      statusList: filter.status,
+      severityList: filter.severity,
+      sortOrder: { key: { type: 'ALARM_FIELD', key: 'createdTime' }, direction: 'DESC' },
+    };
+    return live.subscribeAlarms({ entityFilter, pageLink }, (p) =>
+      setPushed(p as unknown as PageData<Alarm>),
+    );
+  }, [key]);
+  return { data: ids ? pushed : rest.data, error: rest.error, reload: rest.reload, page, setPage };
+}
+
+export function AlarmTable(props: { source: string; entityIds?: string[]; filters?: boolean }) {
   const { user } = useApp();
   const [status, setStatus] = useState<string[]>([]);
   const [severity, setSeverity] = useState<string[]>([]);
@@ -42,28 +93,8 @@ export function AlarmTable(props: { source: string; filters?: boolean }) {
   const [commenting, setCommenting] = useState<Alarm | null>(null);
   const [assigning, setAssigning] = useState<Alarm | null>(null);
   const act = useAction();
-  const v2 = props.source.includes('/v2/')
-    ? props.source
-    : props.source.replace('/api/alarm/', '/api/v2/alarm/');
-  const list = usePagedList<Alarm>(
-    (page) =>
-      `${v2}${qs({
-        pageSize: 20,
-        page,
-        statusList: status.join(',') || undefined,
-        severityList: severity.join(',') || undefined,
-        textSearch: search || undefined,
-        sortProperty: 'createdTime',
-        sortOrder: 'DESC',
-      })}`,
-    [v2, status.join(), severity.join(), search],
-  );
+  const list = useAlarmPage(props, { status, severity, search });
   const setPage = list.setPage;
-  // Alarms change on the gateway: refresh while the table is shown.
-  useEffect(() => {
-    const t = setInterval(list.reload, REFRESH_MS);
-    return () => clearInterval(t);
-  }, [list.reload]);
   const action = (a: Alarm, what: 'ack' | 'clear') =>
     void act.run(() => api(`/api/alarm/${a.id.id}/${what}`, { method: 'POST' })).then(list.reload);
   const toggle = (arr: string[], set: (v: string[]) => void, v: string, on: boolean) => {

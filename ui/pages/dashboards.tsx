@@ -22,6 +22,7 @@ import {
   rootState,
   type StateObject,
   safeUrl,
+  stateEntityName,
   stateObject,
   type Timewindow,
   type Widget,
@@ -221,10 +222,11 @@ function DashboardView(props: { id: string }) {
   const state = cfg.states?.[stateId];
   const layout = state?.layouts?.main?.widgets ?? {};
   const right = state?.layouts?.right?.widgets ?? {};
-  const stateEntityId = top?.params?.entityId?.id;
+  const stateParams = top?.params;
   /** Goes to a state stack: a new history entry (the browser's Back walks states) or in place. */
   const goTo = (next: StateObject[], replace = false) => {
-    const only = next.length === 1 && next[0].id === root && !next[0].params?.entityId;
+    const only =
+      next.length === 1 && next[0].id === root && Object.keys(next[0].params ?? {}).length === 0;
     navigate(
       `/dashboards/${id}${next.length === 0 || only ? '' : `?state=${encodeURIComponent(encodeState(next))}`}`,
       replace,
@@ -250,7 +252,7 @@ function DashboardView(props: { id: string }) {
       goTo([]);
     } else {
       const base = stack.length > 0 ? stack : [{ id: root, params: {} }];
-      const entry = stateObject(target, a, entity);
+      const entry = stateObject(target, a, entity, stateParams);
       goTo(
         a.type === 'updateDashboardState' ? [...base.slice(0, -1), entry] : [...base, entry],
         a.type === 'updateDashboardState',
@@ -344,7 +346,7 @@ function DashboardView(props: { id: string }) {
               .map((e: StateObject) =>
                 (cfg.states?.[e.id]?.name ?? e.id).replace(
                   '${entityName}',
-                  e.params?.entityName ?? '',
+                  stateEntityName(e.params),
                 ),
               )
               .join(' › ')}
@@ -423,7 +425,7 @@ function DashboardView(props: { id: string }) {
                         kind={kind}
                         dashboard={cfg}
                         devices={devices}
-                        stateEntityId={stateEntityId}
+                        stateParams={stateParams}
                         onAction={onAction}
                       />
                     </div>
