@@ -368,10 +368,11 @@ test('notification rules: severity filter, clear rule and an escalation level se
   await severities.getByLabel('MAJOR').check();
   await dialog
     .getByRole('group', { name: 'Stop escalating once the alarm is' })
-    .getByLabel('ACK')
+    .getByLabel('ACK', { exact: true })
     .check();
-  await dialog.getByLabel(/^After \(seconds/).fill('900');
-  await dialog.getByRole('group', { name: 'Also send to' }).getByLabel('Plant manager').check();
+  await dialog.getByRole('button', { name: 'Add escalation level' }).click();
+  await dialog.getByLabel('Level 2: after (seconds)').fill('900');
+  await dialog.getByRole('group', { name: 'Level 2: send to' }).getByLabel('Plant manager').check();
   await screenshot(page, 'notification-rule-escalation');
   await dialog.getByRole('button', { name: 'Save' }).click();
   await dialog.waitFor({ state: 'hidden' });
@@ -385,10 +386,10 @@ test('notification rules: severity filter, clear rule and an escalation level se
   // Opened again, the form shows what is stored; clearing the filters removes them.
   await row.getByRole('button', { name: 'Edit' }).click();
   assert.equal(await severities.getByLabel('MAJOR').isChecked(), true);
-  assert.equal(await dialog.getByLabel(/^After \(seconds/).inputValue(), '900');
+  assert.equal(await dialog.getByLabel('Level 2: after (seconds)').inputValue(), '900');
   await severities.getByLabel('CRITICAL').uncheck();
   await severities.getByLabel('MAJOR').uncheck();
-  await dialog.getByLabel(/^After \(seconds/).fill('');
+  await dialog.getByRole('button', { name: 'Remove level 2' }).click();
   await dialog.getByRole('button', { name: 'Save' }).click();
   await dialog.waitFor({ state: 'hidden' });
   const cleared = await stored();

@@ -13,6 +13,7 @@ import {
 } from '../components/list.js';
 import { formatTs, Tabs, useAction, useLoad } from '../components/ui.js';
 import { api, type Id, type PageData, qs } from '../lib/api.js';
+import { lines, type Rule, RuleFields, useRuleDraft } from './notification-rule.js';
 
 /**
  * The notification center's setup (docs/notifications.md): targets (who), templates (what),
@@ -47,21 +48,6 @@ interface Template {
   };
 }
 
-interface Rule {
-  id: Id;
-  name: string;
-  enabled: boolean;
-  templateId: Id;
-  triggerType: 'ALARM' | 'ALARM_ASSIGNMENT' | 'ALARM_COMMENT' | 'DEVICE_ACTIVITY';
-  triggerConfig: {
-    notifyOn?: string[];
-    alarmTypes?: string[] | null;
-    alarmSeverities?: string[] | null;
-    clearRule?: { alarmStatuses?: string[] } | null;
-  };
-  recipientsConfig: { escalationTable?: Record<string, string[]>; targets?: string[] };
-}
-
 interface Delivery {
   id: string;
   method: Method;
@@ -76,7 +62,8 @@ interface Delivery {
 const TABS = ['targets', 'templates', 'rules', 'deliveries'] as const;
 type Tab = (typeof TABS)[number];
 
-const byName = (page: number) => qs({ pageSize: 20, page, sortProperty: 'name', sortOrder: 'ASC' });
+const byName = (page: number, pageSize = 20) =>
+  qs({ pageSize, page, sortProperty: 'name', sortOrder: 'ASC' });
 
 export function NotificationCenterPage() {
   const [tab, setTab] = useState<Tab>('targets');
@@ -192,13 +179,6 @@ function EntityDialog(props: {
     </FormDialog>
   );
 }
-
-/** Lines of a textarea, trimmed, without empty ones. */
-const lines = (v: FormDataEntryValue | null) =>
-  String(v ?? '')
-    .split(/[\n,]/)
-    .map((s) => s.trim())
-    .filter(Boolean);
 
 const TARGET_TYPES = [
   ['PLATFORM_USERS', 'Users of the gateway'],
@@ -377,11 +357,7 @@ function Rules() {
       kind="rule"
       title="Notification rules"
       columns={[
-        {
-          title: 'Trigger',
-          cell: (r) =>
-            `${r.triggerType}: ${r.triggerConfig.notifyOn?.join(', ') ?? 'every comment'}`,
-        },
+        { title: 'Trigger', cell: ruleSummary },
         { title: 'Enabled', cell: (r) => (r.enabled ? 'Yes' : 'No') },
       ]}
       Edit={RuleDialog}
@@ -389,212 +365,35 @@ function Rules() {
   );
 }
 
-const TRIGGERS = [
-  ['ALARM', 'Alarm'],
-  ['ALARM_ASSIGNMENT', 'Alarm assignment'],
-  ['ALARM_COMMENT', 'Alarm comment'],
-  ['DEVICE_ACTIVITY', 'Device activity'],
-] as const;
-
-/** notifyOn choices by trigger (a trigger the page does not know keeps its stored JSON). */
-const NOTIFY_ON: Partial<Record<string, readonly string[]>> = {
-  ALARM: ['CREATED', 'SEVERITY_CHANGED', 'ACKNOWLEDGED', 'CLEARED'],
-  ALARM_ASSIGNMENT: ['ASSIGNED', 'UNASSIGNED'],
-  ALARM_COMMENT: [],
-  DEVICE_ACTIVITY: ['ACTIVE', 'INACTIVE'],
-};
+/** The trigger and what it notifies on, for the rules table. */
+function ruleSummary(r: Rule): string {
+  const c = r.triggerConfig;
+  const on =
+    c.notifyOn?.join(', ') ??
+    (r.triggerType === 'ENTITY_ACTION'
+      ? (['created', 'updated', 'deleted'] as const).filter((k) => c[k] === true).join(', ')
+      : 'every comment');
+  return `${r.triggerType}: ${on}`;
+}
 
 function RuleDialog(props: { item?: Rule; onClose: () => void; onSaved: () => void }) {
-  const r = props.item;
-  const [trigger, setTrigger] = useState<Rule['triggerType']>(r?.triggerType ?? 'ALARM');
+  const draft = useRuleDraft(props.item);
   const options = useLoad(
     () =>
       Promise.all([
-        api<PageData<Template>>(`/api/notification/templates${qs({ pageSize: 1000, page: 0 })}`),
-        api<PageData<Target>>(`/api/notification/targets${qs({ pageSize: 1000, page: 0 })}`),
+        api<PageData<Template>>(`/api/notification/templates${byName(0, 1000)}`),
+        api<PageData<Target>>(`/api/notification/targets${byName(0, 1000)}`),
       ]),
     [],
   );
-  const [templates, targets] = options.data ?? [undefined, undefined];
-  const chosen = new Set(r?.recipientsConfig.escalationTable?.['0'] ?? r?.recipientsConfig.targets);
-  // The first level after 0: its delay (seconds) and targets; later levels are kept as stored.
-  const table = r?.triggerType === 'ALARM' ? (r.recipientsConfig.escalationTable ?? {}) : {};
-  const laterDelay = Object.keys(table)
-    .map(Number)
-    .filter((d) => d > 0)
-    .sort((a, b) => a - b)[0];
-  const later = new Set(laterDelay === undefined ? [] : table[String(laterDelay)]);
-  const toBody = (f: FormData) => {
-    // Fields the dialog does not show (later escalation levels, severity filters) are kept.
-    const same = r?.triggerType === trigger;
-    const ids = f.getAll('target').map(String);
-    const alarmTypes = lines(f.get('alarmTypes'));
-    const alarmRule = trigger !== 'DEVICE_ACTIVITY';
-    const severities = f.getAll('severity').map(String);
-    const clearOn = f.getAll('clearOn').map(String);
-    const escalation: Record<string, string[]> = { ...(same ? table : {}) };
-    if (laterDelay !== undefined) delete escalation[String(laterDelay)];
-    const delay = Number(f.get('laterDelay') || 0);
-    const laterIds = f.getAll('laterTarget').map(String);
-    if (delay > 0 && laterIds.length) escalation[String(delay)] = laterIds;
-    return {
-      ...r,
-      enabled: f.get('enabled') === 'on',
-      templateId: { entityType: 'NOTIFICATION_TEMPLATE', id: String(f.get('template')) },
-      triggerType: trigger,
-      triggerConfig: {
-        ...(same ? r.triggerConfig : {}),
-        triggerType: trigger,
-        ...((NOTIFY_ON[trigger] ?? []).length > 0
-          ? { notifyOn: f.getAll('notifyOn').map(String) }
-          : {}),
-        ...(alarmRule ? { alarmTypes: alarmTypes.length ? alarmTypes : null } : {}),
-        ...(trigger === 'ALARM'
-          ? {
-              // undefined (left out of the JSON) rather than null: no filter, no clear rule.
-              alarmSeverities: severities.length ? severities : undefined,
-              clearRule: clearOn.length ? { alarmStatuses: clearOn } : undefined,
-            }
-          : {}),
-      },
-      recipientsConfig:
-        trigger === 'ALARM'
-          ? {
-              triggerType: trigger,
-              escalationTable: { ...escalation, '0': ids },
-            }
-          : { triggerType: trigger, targets: ids },
-    };
-  };
   return (
-    <EntityDialog kind="rule" {...props} toBody={toBody}>
-      <label class="check">
-        <input type="checkbox" name="enabled" defaultChecked={r?.enabled ?? true} />
-        Enabled
-      </label>
-      <Select
-        label="Trigger"
-        options={TRIGGERS}
-        value={trigger}
-        onChange={(v) => setTrigger(v as Rule['triggerType'])}
+    <EntityDialog kind="rule" {...props} toBody={draft.body}>
+      <RuleFields
+        draft={draft}
+        templates={options.data?.[0].data}
+        targets={options.data?.[1].data}
       />
-      {(NOTIFY_ON[trigger] ?? []).length > 0 && (
-        <fieldset class="row">
-          <legend>Notify on</legend>
-          {(NOTIFY_ON[trigger] ?? []).map((n) => (
-            <label key={n} class="check">
-              <input
-                type="checkbox"
-                name="notifyOn"
-                value={n}
-                defaultChecked={
-                  r?.triggerType === trigger
-                    ? (r.triggerConfig.notifyOn ?? []).includes(n)
-                    : n === (NOTIFY_ON[trigger] ?? [])[0]
-                }
-              />
-              {n}
-            </label>
-          ))}
-        </fieldset>
-      )}
-      {trigger !== 'DEVICE_ACTIVITY' && (
-        <label>
-          Alarm types (one a line; empty: every type)
-          <textarea
-            name="alarmTypes"
-            rows={2}
-            defaultValue={r?.triggerConfig.alarmTypes?.join('\n')}
-          />
-        </label>
-      )}
-      {trigger === 'ALARM' && (
-        <>
-          <CheckGroup
-            legend="Severities (none checked: every severity)"
-            name="severity"
-            values={SEVERITIES}
-            checked={r?.triggerConfig.alarmSeverities ?? []}
-          />
-          <CheckGroup
-            legend="Stop escalating once the alarm is"
-            name="clearOn"
-            values={CLEAR_STATUSES}
-            checked={r?.triggerConfig.clearRule?.alarmStatuses ?? []}
-          />
-        </>
-      )}
-      <Select
-        label="Template"
-        name="template"
-        required
-        options={templates?.data.map((t) => [t.id.id, t.name] as const) ?? []}
-        initial={r?.templateId.id}
-      />
-      <fieldset class="stack">
-        <legend>Send to</legend>
-        {targets?.data.map((t) => (
-          <label key={t.id.id} class="check">
-            <input
-              type="checkbox"
-              name="target"
-              value={t.id.id}
-              defaultChecked={chosen.has(t.id.id)}
-            />
-            {t.name}
-          </label>
-        ))}
-      </fieldset>
-      {trigger === 'ALARM' && (
-        <fieldset class="stack">
-          <legend>Escalation</legend>
-          <Field
-            label="After (seconds; empty: no escalation)"
-            name="laterDelay"
-            type="number"
-            min={1}
-            defaultValue={laterDelay === undefined ? undefined : String(laterDelay)}
-          />
-          <CheckGroup
-            legend="Also send to"
-            name="laterTarget"
-            values={targets?.data.map((t) => [t.id.id, t.name] as const) ?? []}
-            checked={[...later]}
-          />
-        </fieldset>
-      )}
     </EntityDialog>
-  );
-}
-
-const SEVERITIES = ['CRITICAL', 'MAJOR', 'MINOR', 'WARNING', 'INDETERMINATE'] as const;
-const CLEAR_STATUSES = ['ACK', 'CLEARED'] as const;
-
-/** Check boxes of one form field: `values` are strings or `[value, text]` pairs. */
-function CheckGroup(props: {
-  legend: string;
-  name: string;
-  values: ReadonlyArray<string | readonly [string, string]>;
-  checked: readonly string[];
-}) {
-  return (
-    <fieldset class="row">
-      <legend>{props.legend}</legend>
-      {props.values.map((v) => {
-        const [value, text] = typeof v === 'string' ? [v, v] : v;
-        return (
-          <label key={value} class="check">
-            <input
-              type="checkbox"
-              name={props.name}
-              value={value}
-              defaultChecked={props.checked.includes(value)}
-            />
-            {text}
-          </label>
-        );
-      })}
-    </fieldset>
   );
 }
 
