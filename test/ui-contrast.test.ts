@@ -129,6 +129,7 @@ test('every text/background pair on the main pages reaches 4.5:1', async () => {
     ['/notification-center', 'Notification targets'],
     ['/settings', 'Settings'],
     ['/dashboards', 'Dashboards'],
+    ['/profile', 'Profile'],
   ];
   for (const [path, heading] of pages) {
     await page.evaluate((p) => {

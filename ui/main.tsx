@@ -56,6 +56,7 @@ const ROUTES: Array<{ path: string; load: Loader }> = [
     path: '/connectors',
     load: () => import('./pages/connectors.js').then((m) => m.ConnectorsPage),
   },
+  { path: '/profile', load: () => import('./pages/profile.js').then((m) => m.UserProfilePage) },
 ];
 
 const loaded = new Map<Loader, ComponentType<PageProps>>();
@@ -207,6 +208,13 @@ function Nav(props: { user: User; path: string; live: LiveState; client: LiveCli
         )}
         <span class={`dot ${props.live}`} title={`Live data: ${props.live}`} />
         <span class="email">{props.user.email}</span>
+        <Link
+          href="/profile"
+          class="me"
+          aria-current={props.path === '/profile' ? 'page' : undefined}
+        >
+          Profile
+        </Link>
         <button type="button" onClick={signOut}>
           Sign out
         </button>
