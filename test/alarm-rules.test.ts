@@ -226,6 +226,56 @@ describe('dynamic thresholds, schedules, inactivity, the §1.8 example', () => {
     assert.deepEqual(await alarmsOf(t, alone.id), [], 'no customer: the default 100 applies');
   });
 
+  it('a changed tenant or customer threshold re-evaluates at once, with no new reading', async () => {
+    const me = (await (await t.api('/api/auth/user', { token: admin })).json()) as {
+      tenantId: { id: string };
+    };
+    const tenantLimit = { sourceType: 'CURRENT_TENANT', sourceAttribute: 'kilnLimit' };
+    const customerLimit = { sourceType: 'CURRENT_CUSTOMER', sourceAttribute: 'kilnLimit' };
+    const profileId = await createProfile(t, 'Owner thresholds', [
+      {
+        id: 'tenant',
+        alarmType: 'Over the tenant limit',
+        createRules: {
+          MAJOR: rule([numeric('temperature', 'GREATER', 100, { dynamicValue: tenantLimit })]),
+        },
+      },
+      {
+        id: 'customer',
+        alarmType: 'Over the customer limit',
+        createRules: {
+          MINOR: rule([numeric('temperature', 'GREATER', 100, { dynamicValue: customerLimit })]),
+        },
+      },
+    ]);
+    const d = await createProfiledDevice(t, 'owner-limit-1', profileId);
+    const customerId = await createCustomer(t, 'Owner limit customer');
+    const assign = await t.api(`/api/customer/${customerId}/device/${d.id}`, {
+      method: 'POST',
+      token: admin,
+    });
+    assert.equal(assign.status, 200);
+    await publish(t, d.token, { temperature: 50 });
+    await waitFor(async () => (await latest(t, d.id, 'temperature')) === 50);
+    await sleep(300);
+    assert.deepEqual(await alarmsOf(t, d.id), [], 'both limits default to 100');
+    // The limits were read (and cached) at 100: a change must reach the engine all the same.
+    const set = async (owner: string, id: string, limit: number) => {
+      const res = await t.api(`/api/plugins/telemetry/${owner}/${id}/attributes/SERVER_SCOPE`, {
+        token: admin,
+        body: { kilnLimit: limit },
+      });
+      assert.equal(res.status, 200);
+    };
+    await set('TENANT', me.tenantId.id, 40);
+    const types = async () => (await alarmsOf(t, d.id)).map((a) => a.type).sort();
+    await waitFor(async () => (await types()).length === 1);
+    assert.deepEqual(await types(), ['Over the tenant limit']);
+    await set('CUSTOMER', customerId, 45);
+    await waitFor(async () => (await types()).length === 2);
+    assert.deepEqual(await types(), ['Over the customer limit', 'Over the tenant limit']);
+  });
+
   it('a SPECIFIC_TIME window in a named time zone', async () => {
     // A two-hour window around "now" in Kathmandu (UTC+05:45): UTC time is outside it.
     const zone = 'Asia/Kathmandu';

@@ -89,16 +89,33 @@ export class OwnerAttributeService {
       scope,
       keys: [...values.keys()],
     });
+    // The alarm engine re-evaluates the thresholds it read from here (platform.md §3.8: REST
+    // saves emit ATTRIBUTES_UPDATED); `Number` for LONG values held as bigint.
+    const data: Record<string, unknown> = {};
+    for (const [key, kv] of values)
+      data[key] = typeof kv.value === 'bigint' ? Number(kv.value) : kv.value;
+    this.deps.submit?.({
+      type: 'ATTRIBUTES_UPDATED',
+      originator: { entityType: type, id },
+      metadata: { scope },
+      data,
+    });
   }
 
   delete(type: OwnerType, id: string, scope: OwnerScope, keys: readonly string[]): void {
     const deleted = this.#delete.all(type, id, scope, JSON.stringify(keys)).map((r) => r.key);
-    if (deleted.length > 0)
-      this.deps.bus.emit('ownerAttributes.updated', {
-        entityType: type,
-        entityId: id,
-        scope,
-        keys: deleted,
-      });
+    if (deleted.length === 0) return;
+    this.deps.bus.emit('ownerAttributes.updated', {
+      entityType: type,
+      entityId: id,
+      scope,
+      keys: deleted,
+    });
+    this.deps.submit?.({
+      type: 'ATTRIBUTES_DELETED',
+      originator: { entityType: type, id },
+      metadata: { scope },
+      data: { attributes: deleted },
+    });
   }
 }
