@@ -4,7 +4,7 @@ import type { Browser, Page } from 'playwright-core';
 import { launchBrowser, newPage, screenshot, signIn } from './helpers/browser.js';
 import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
 import { activateUser, createCustomer, createUser } from './helpers/users.js';
-import { postTelemetry, type Update, WsClient } from './helpers/ws.js';
+import { hotterThan, postTelemetry, type Update, WsClient } from './helpers/ws.js';
 
 // The Profile page: a customer user edits their own server attributes (docs/users.md "User
 // attributes"), and a live query reading one as `CURRENT_USER` follows the edit at once.
@@ -69,18 +69,7 @@ test('a customer user sets, edits and deletes their own attributes on the Profil
             },
             pageLink: { pageSize: 10, page: 0 },
             keyFilters: [
-              {
-                key: { type: 'TIME_SERIES', key: 'temperature' },
-                valueType: 'NUMERIC',
-                predicate: {
-                  type: 'NUMERIC',
-                  operation: 'GREATER',
-                  value: {
-                    defaultValue: 600,
-                    dynamicValue: { sourceType: 'CURRENT_USER', sourceAttribute: 'hotAbove' },
-                  },
-                },
-              },
+              hotterThan(600, { sourceType: 'CURRENT_USER', sourceAttribute: 'hotAbove' }),
             ],
           },
         },

@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { DB_FILE } from '../src/db/open.js';
 import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
 import { activateUser, createCustomer, createUser } from './helpers/users.js';
-import { forCmd, postTelemetry, type Update, WsClient } from './helpers/ws.js';
+import { forCmd, hotterThan, postTelemetry, type Update, WsClient } from './helpers/ws.js';
 
 // Users' attributes (platform.md §3.8 with `USER`, access as CE's user permissions, §6.2), the
 // `CURRENT_USER` dynamic value of WebSocket key filters (§1.5, §4.4), and queries that run again
@@ -20,17 +20,7 @@ function queries(cmdId: number, prefix: string, dynamicValue: unknown) {
     entityFilter: { type: 'entityName', entityType: 'DEVICE', entityNameFilter: prefix },
     pageLink: { pageSize: 10, page: 0 },
     entityFields: [{ type: 'ENTITY_FIELD', key: 'name' }],
-    keyFilters: [
-      {
-        key: { type: 'TIME_SERIES', key: 'temperature' },
-        valueType: 'NUMERIC',
-        predicate: {
-          type: 'NUMERIC',
-          operation: 'GREATER',
-          value: { defaultValue: 100, dynamicValue },
-        },
-      },
-    ],
+    keyFilters: [hotterThan(100, dynamicValue)],
   };
   return {
     cmds: [

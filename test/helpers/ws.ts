@@ -119,3 +119,12 @@ export async function postTelemetry(t: TestGateway, token: string, body: unknown
   });
   if (res.status !== 200) throw new Error(`telemetry refused: ${res.status} ${await res.text()}`);
 }
+
+/** A key filter `temperature > dynamicValue` (`defaultValue` when it does not resolve). */
+export function hotterThan(defaultValue: number, dynamicValue?: unknown) {
+  return {
+    key: { type: 'TIME_SERIES', key: 'temperature' },
+    valueType: 'NUMERIC',
+    predicate: { type: 'NUMERIC', operation: 'GREATER', value: { defaultValue, dynamicValue } },
+  };
+}

@@ -263,3 +263,12 @@ export function Tabs<T extends string>(props: {
     </div>
   );
 }
+
+/** A typed value from the text a user typed: JSON when it parses (numbers, booleans, objects). */
+export function parseValue(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}

@@ -1,6 +1,14 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { mergeInto, TimeChart, toSeries } from '../components/chart.js';
-import { CopyButton, ErrorText, formatTs, Tabs, useAction, useLoad } from '../components/ui.js';
+import {
+  CopyButton,
+  ErrorText,
+  formatTs,
+  parseValue,
+  Tabs,
+  useAction,
+  useLoad,
+} from '../components/ui.js';
 import { api, errorText, type PageData, qs } from '../lib/api.js';
 import { isTenantAdmin, useApp } from '../lib/app-context.js';
 import type { AttributeScope, TsData } from '../lib/live.js';
@@ -349,15 +357,6 @@ function AttributesTab(props: { id: string; canEdit: boolean }) {
       ))}
     </div>
   );
-}
-
-/** A typed value from the text a user typed: JSON when it parses (numbers, booleans, objects). */
-function parseValue(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
 }
 
 function AttributeScopeTable(props: {

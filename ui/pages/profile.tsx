@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { ErrorText, formatTs, useAction, useLoad } from '../components/ui.js';
+import { ErrorText, formatTs, parseValue, useAction, useLoad } from '../components/ui.js';
 import { api, qs } from '../lib/api.js';
 import { useApp } from '../lib/app-context.js';
 
@@ -13,15 +13,6 @@ interface Attribute {
   key: string;
   value: unknown;
   lastUpdateTs: number;
-}
-
-/** A typed value from the text typed: JSON when it parses (numbers, booleans, objects). */
-function parseValue(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
 }
 
 const valueText = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
