@@ -6,6 +6,7 @@ import type { Browser, Page } from 'playwright-core';
 import { launchBrowser, newPage, screenshot, signIn } from './helpers/browser.js';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect, nextMessage } from './helpers/mqtt.js';
+import { selfSignedClient } from './helpers/pki.js';
 
 // The web page against a real gateway and a real MQTT device: sign in, create a device, live
 // telemetry and chart, a shared attribute reaching the device, the RPC console, 360 px width.
@@ -151,6 +152,46 @@ test('at 360 px the device page fits and its tabs work', async () => {
     await screenshot(small, 'device-360px');
   } finally {
     await small.context().close();
+  }
+});
+
+test('the credentials tab shows and replaces an X.509 certificate', async () => {
+  const admin = await t.adminToken();
+  const [first, second] = [await selfSignedClient('meter-x1'), await selfSignedClient('meter-x2')];
+  const body = (pem: string) => pem.replace(/-----(BEGIN|END) CERTIFICATE-----|\s/g, '');
+  const created = await t.api('/api/device', { body: { name: 'Meter X' }, token: admin });
+  const id = ((await created.json()) as { id: { id: string } }).id.id;
+  const credentials = async () =>
+    (await (await t.api(`/api/device/${id}/credentials`, { token: admin })).json()) as {
+      credentialsType: string;
+      credentialsValue: string;
+    };
+  const set = await t.api('/api/device/credentials', {
+    body: { deviceId: { id }, credentialsType: 'X509_CERTIFICATE', credentialsValue: first.cert },
+    token: admin,
+  });
+  assert.equal(set.status, 200);
+  const other = await newPage(browser);
+  try {
+    await signIn(other, t);
+    await other.getByRole('link', { name: 'Meter X' }).click();
+    await other.getByRole('heading', { name: 'Meter X' }).waitFor();
+    await other.getByRole('tab', { name: 'Credentials' }).click();
+    const form = other.getByRole('form', { name: 'Device credentials' });
+    const pem = form.getByLabel('Certificate (PEM)');
+    await pem.waitFor();
+    assert.equal(await form.getByLabel('Credentials type').inputValue(), 'X509_CERTIFICATE');
+    assert.equal(body(await pem.inputValue()), body(first.cert));
+    await pem.fill(second.cert);
+    await form.getByRole('button', { name: 'Save credentials' }).click();
+    await waitFor(
+      async () => (await credentials()).credentialsValue === body(second.cert),
+      30_000,
+      'the new certificate saved',
+    );
+    assert.equal((await credentials()).credentialsType, 'X509_CERTIFICATE');
+  } finally {
+    await other.context().close();
   }
 });
 

@@ -522,9 +522,15 @@ function RpcTab(props: { id: string }) {
 interface Credentials {
   id: { id: string };
   deviceId: { id: string; entityType: string };
-  credentialsType: 'ACCESS_TOKEN' | 'MQTT_BASIC';
+  credentialsType: 'ACCESS_TOKEN' | 'MQTT_BASIC' | 'X509_CERTIFICATE';
   credentialsId: string;
   credentialsValue: string | null;
+}
+
+/** A certificate's stored base64 body as PEM again (64 characters a line), for reading. */
+function pemOf(body: string): string {
+  const lines = body.match(/.{1,64}/g) ?? [];
+  return ['-----BEGIN CERTIFICATE-----', ...lines, '-----END CERTIFICATE-----'].join('\n');
 }
 
 function CredentialsTab(props: { id: string }) {
@@ -533,9 +539,14 @@ function CredentialsTab(props: { id: string }) {
   const save = useAction();
   const c = creds.data;
   const kind = type ?? c?.credentialsType ?? 'ACCESS_TOKEN';
-  const basic = c?.credentialsValue
-    ? (JSON.parse(c.credentialsValue) as Record<string, string>)
-    : {};
+  const basic =
+    c?.credentialsType === 'MQTT_BASIC' && c.credentialsValue
+      ? (JSON.parse(c.credentialsValue) as Record<string, string>)
+      : {};
+  const certificate =
+    c?.credentialsType === 'X509_CERTIFICATE' && c.credentialsValue
+      ? pemOf(c.credentialsValue)
+      : '';
   const submit = (e: Event) => {
     e.preventDefault();
     if (!c) return;
@@ -552,11 +563,14 @@ function CredentialsTab(props: { id: string }) {
             ...c,
             credentialsType: kind,
             credentialsId: null,
-            credentialsValue: JSON.stringify({
-              clientId: String(f.get('clientId') ?? '') || null,
-              userName: String(f.get('userName') ?? '') || null,
-              password: String(f.get('password') ?? '') || null,
-            }),
+            credentialsValue:
+              kind === 'X509_CERTIFICATE'
+                ? String(f.get('certificate') ?? '')
+                : JSON.stringify({
+                    clientId: String(f.get('clientId') ?? '') || null,
+                    userName: String(f.get('userName') ?? '') || null,
+                    password: String(f.get('password') ?? '') || null,
+                  }),
           };
     void save
       .run(() => api('/api/device/credentials', { body }))
@@ -569,9 +583,22 @@ function CredentialsTab(props: { id: string }) {
         <select value={kind} onChange={(e) => setType(e.currentTarget.value as typeof kind)}>
           <option value="ACCESS_TOKEN">Access token</option>
           <option value="MQTT_BASIC">MQTT basic</option>
+          <option value="X509_CERTIFICATE">X.509 certificate (MQTT over TLS)</option>
         </select>
       </label>
-      {kind === 'ACCESS_TOKEN' ? (
+      {kind === 'X509_CERTIFICATE' ? (
+        <label>
+          Certificate (PEM)
+          <textarea
+            name="certificate"
+            required
+            rows={8}
+            spellcheck={false}
+            placeholder="-----BEGIN CERTIFICATE-----"
+            defaultValue={certificate}
+          />
+        </label>
+      ) : kind === 'ACCESS_TOKEN' ? (
         <>
           <label>
             Access token
