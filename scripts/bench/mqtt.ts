@@ -24,7 +24,8 @@
  *
  * `--rules` (issue 14) alternates no chain and the root chain with two scripts on one gateway
  * (with `--bundle`, on that build too); `--rate N` offers N msg/s in all instead of as many as
- * the gateway acknowledges (see compareRules).
+ * the gateway acknowledges; `--keep-up` offers the chain 75 % of no chain's rate (see
+ * compareRules).
  */
 
 import { type ChildProcess, fork, spawn } from 'node:child_process';
@@ -57,6 +58,8 @@ import {
 
 const TOPIC = 'v1/devices/me/telemetry';
 const KEYS_PER_MESSAGE = 3;
+/** Issue 14: the chain may lower ingest by at most 25 % (`--keep-up`). */
+const KEEP_UP = 0.75;
 const SPARKPLUG_METRICS = 20;
 
 type PayloadKind = 'json' | 'protobuf' | 'sparkplug';
@@ -649,6 +652,12 @@ async function main(): Promise<void> {
        * chain and the chain are compared at one rate the chain can keep up with.
        */
       rate: { type: 'string', default: '0' },
+      /**
+       * With --rules: issue 14's target as a rate the chain keeps up with. Each round runs no
+       * chain as fast as PUBACKs come, then the chain at 75 % of that rate: met when the chain
+       * drops nothing and ≥ 97 % of the offered rate is acknowledged.
+       */
+      'keep-up': { type: 'boolean', default: false },
     },
   });
   if (values.gen) {
@@ -674,6 +683,7 @@ async function main(): Promise<void> {
     await compareRules(publishers, Number(values.rounds ?? 2), opts, {
       bundle: values.bundle,
       profDir: values['cpu-prof'],
+      keepUp: values['keep-up'],
     });
     return;
   }
@@ -787,7 +797,8 @@ async function main(): Promise<void> {
  * bounded queue drops messages; the ingest figure is then how the event loop splits its time
  * between ingest and a chain that always has work, not a rate the chain keeps up with. With
  * `rate` both chains get the same offered rate: the chain must keep up, and the server CPU per
- * message says what it costs.
+ * message says what it costs. With `keepUp` the chain gets 75 % of the rate no chain reached
+ * in the same round: the issue's target as a rate the chain keeps up with.
  * With `bundle` (e.g. main's build) a second gateway runs that bundle and the rounds alternate
  * over both gateways, so that a change is compared side by side; `profDir` writes a CPU profile
  * of this tree's gateway (both of its runs of every round).
@@ -796,7 +807,7 @@ async function compareRules(
   publishers: number,
   rounds: number,
   opts: { procs: number; inflight: number; warmupMs: number; durationMs: number; rate?: number },
-  run: { bundle?: string; profDir?: string } = {},
+  run: { bundle?: string; profDir?: string; keepUp?: boolean } = {},
 ): Promise<void> {
   const durationS = opts.durationMs / 1000;
   console.log(
@@ -852,6 +863,7 @@ async function compareRules(
     const rates = new Map<string, number[]>();
     const cpus = new Map<string, number[]>();
     const drops = new Map<string, Array<[number, number]>>();
+    const keptUp = new Map<string, boolean[]>();
     for (let round = 0; round < rounds; round++) {
       for (const { build, gw, api, chains, tokens } of setups) {
         for (const [chain, id] of Object.entries(chains)) {
@@ -860,8 +872,22 @@ async function compareRules(
           const before = ((await api('/api/ruleChains/stats')) as Stats).chains.find(
             (c) => c.id === id,
           );
+          // --keep-up: the chain gets 75 % of the rate no chain reached just before it.
+          const noChain = rates.get(build.name ? `${build.name}: no chain` : 'no chain') ?? [];
+          const offered =
+            run.keepUp && chain !== 'no chain' ? KEEP_UP * (noChain[noChain.length - 1] ?? 0) : 0;
+          if (offered > 0)
+            console.log(
+              `  ${label}: offered ${Math.round(offered).toLocaleString('en-US')} msg/s (75 % of no chain's rate just before)`,
+            );
           const started = performance.now();
-          const r = await drive(label, gw.pid, gw.proc.ports.mqtt, tokens, opts);
+          const r = await drive(
+            label,
+            gw.pid,
+            gw.proc.ports.mqtt,
+            tokens,
+            offered > 0 ? { ...opts, rate: offered } : opts,
+          );
           const drainStart = performance.now();
           let after = before;
           for (;;) {
@@ -881,6 +907,11 @@ async function compareRules(
           );
           if (dropped > 0) process.exitCode = 1;
           drops.set(label, [...(drops.get(label) ?? []), [dropped, processed + dropped]]);
+          if (offered > 0)
+            keptUp.set(label, [
+              ...(keptUp.get(label) ?? []),
+              dropped === 0 && r.rate >= 0.97 * offered,
+            ]);
           rates.set(label, [...(rates.get(label) ?? []), r.rate]);
           cpus.set(label, [
             ...(cpus.get(label) ?? []),
@@ -903,20 +934,30 @@ async function compareRules(
       const lower = 1 - scripted / none;
       const prefix = build.name ? `${build.name}, ` : '';
       console.log(
-        `  ${prefix}best of ${rounds}: no chain ${Math.round(none).toLocaleString('en-US')} msg/s, root + 2 scripts ${Math.round(scripted).toLocaleString('en-US')} msg/s: ${(100 * lower).toFixed(1)} % lower; ` +
+        `  ${prefix}best of ${rounds}: no chain ${Math.round(none).toLocaleString('en-US')} msg/s, root + 2 scripts ${Math.round(scripted).toLocaleString('en-US')} msg/s` +
+          (run.keepUp ? ' (paced); ' : `: ${(100 * lower).toFixed(1)} % lower; `) +
           `least server CPU per message ${least(cpus.get(at('no chain'))).toFixed(1)} / ${least(cpus.get(at('root + 2 scripts'))).toFixed(1)} µs`,
       );
+      console.log(
+        `  ${prefix}median server CPU per message: no chain ${median(cpus.get(at('no chain')) ?? []).toFixed(1)} µs, root + 2 scripts ${median(cpus.get(at('root + 2 scripts')) ?? []).toFixed(1)} µs`,
+      );
+      if (run.keepUp) {
+        const kept = keptUp.get(at('root + 2 scripts')) ?? [];
+        const n = kept.filter(Boolean).length;
+        console.log(
+          `  ${prefix}targets: ≥ 5,000 msg/s with the chain ${scripted >= 5000 ? 'met' : 'MISSED'}; ≤ 25 % lower ingest with the chain keeping up: ` +
+            `${n} of ${kept.length} rounds kept up with 75 % of no chain's rate (nothing dropped, ≥ 97 % of it acknowledged) → ${n > kept.length / 2 ? 'met' : 'MISSED'}`,
+        );
+        continue;
+      }
       const runs = drops.get(at('root + 2 scripts')) ?? [];
       const dropped = runs.reduce((n, [d]) => n + d, 0);
       const offered = runs.reduce((n, [, all]) => n + all, 0);
       console.log(
-        `  ${prefix}median server CPU per message: no chain ${median(cpus.get(at('no chain')) ?? []).toFixed(1)} µs, root + 2 scripts ${median(cpus.get(at('root + 2 scripts')) ?? []).toFixed(1)} µs`,
-      );
-      console.log(
         `  ${prefix}targets: ≥ 5,000 msg/s with the chain ${scripted >= 5000 ? 'met' : 'MISSED'}; ≤ 25 % lower than no chain ${lower <= 0.25 ? 'met' : 'MISSED'}` +
           (dropped === 0
             ? '; the chain kept up (nothing dropped)'
-            : `; but the chain did NOT keep up: its queue dropped ${dropped} of ${offered} messages (${((100 * dropped) / offered).toFixed(1)} %), so that ingest is not one the chain keeps up with (compare at one rate with --rate)`),
+            : `; but the chain did NOT keep up: its queue dropped ${dropped} of ${offered} messages (${((100 * dropped) / offered).toFixed(1)} %), so that ingest is not one the chain keeps up with (see --keep-up)`),
       );
     }
   } finally {
