@@ -331,14 +331,25 @@ describe('X.509 device credentials over MQTT with TLS', () => {
       await connectsWith('x509-coap', device);
     });
 
-    it('FAILURE for a certificate already in use, and no device left behind', async () => {
+    it('FAILURE for a certificate in use or not a certificate, and no device ever made', async () => {
       const device = await selfSignedClient('used-twice');
       await x509Device('x509-first-owner', device.cert);
-      const res = await t.api('/api/v1/provision', { body: request('x509-second', device.cert) });
-      assert.deepEqual(await res.json(), {
-        errorMsg: 'Failed to provision device!',
-        status: 'FAILURE',
-      });
+      // Refused before a device exists: not created and deleted again (ENTITY_ACTION rules).
+      const created: string[] = [];
+      const onCreated = (e: { device: { name: string } }) => created.push(e.device.name);
+      t.gw.bus.on('x509-test', 'device.created', onCreated);
+      try {
+        for (const pem of [device.cert, 'not a certificate']) {
+          const res = await t.api('/api/v1/provision', { body: request('x509-second', pem) });
+          assert.deepEqual(await res.json(), {
+            errorMsg: 'Failed to provision device!',
+            status: 'FAILURE',
+          });
+        }
+      } finally {
+        t.gw.bus.off('x509-test', 'device.created', onCreated);
+      }
+      assert.deepEqual(created, []);
       const lookup = await t.api('/api/tenant/devices?deviceName=x509-second', { token: admin });
       assert.equal(lookup.status, 404);
     });

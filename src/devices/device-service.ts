@@ -452,33 +452,58 @@ export class DeviceService {
     const view = this.#view(id);
     if (input.credentialsType === 'ACCESS_TOKEN') {
       this.#setToken(view.rid, checkToken(input.credentialsId));
-    } else if (input.credentialsType === 'X509_CERTIFICATE') {
+    } else {
+      this.#store.updateCredentials({ device_rid: view.rid, ...this.#storedForm(input, view.rid) });
+    }
+    this.#forget();
+    this.deps.bus.emit('device.credentials', { deviceId: id });
+    return this.credentials(id);
+  }
+
+  /**
+   * Throws the ValidationError that `updateCredentials` would for MQTT basic or X.509 credentials
+   * of a device not created yet (invalid, or another device's), writing nothing: provisioning
+   * checks a device's credentials before it creates the device.
+   */
+  checkCredentials(
+    credentialsType: 'MQTT_BASIC' | 'X509_CERTIFICATE',
+    credentialsValue: unknown,
+  ): void {
+    const input = validate(
+      credentialsBody,
+      { deviceId: { id: NULL_UUID }, credentialsType, credentialsValue },
+      'device credentials',
+    );
+    if (input.credentialsType !== 'ACCESS_TOKEN') this.#storedForm(input);
+  }
+
+  /** MQTT basic or X.509 credentials as stored; ValidationError when invalid or another device's. */
+  #storedForm(
+    input: Exclude<z.infer<typeof credentialsBody>, { credentialsType: 'ACCESS_TOKEN' }>,
+    rid?: number,
+  ): Pick<CredentialsRow, 'credentials_type' | 'credentials_id' | 'credentials_value'> {
+    let row: Pick<CredentialsRow, 'credentials_type' | 'credentials_id' | 'credentials_value'>;
+    if (input.credentialsType === 'X509_CERTIFICATE') {
       const cert = x509Credentials(input.credentialsValue);
-      if (this.#store.tokenInUse(cert.credentialsId, view.rid)) throw duplicateToken();
-      this.#store.updateCredentials({
-        device_rid: view.rid,
+      row = {
         credentials_type: 'X509_CERTIFICATE',
         credentials_id: cert.credentialsId,
         credentials_value: cert.credentialsValue,
-      });
+      };
     } else {
       const value = validate(mqttBasicValue, input.credentialsValue, 'credentialsValue');
-      const key = mqttBasicKey(value.clientId, value.userName);
-      if (this.#store.tokenInUse(key, view.rid)) throw duplicateToken();
-      this.#store.updateCredentials({
-        device_rid: view.rid,
+      row = {
         credentials_type: 'MQTT_BASIC',
-        credentials_id: key,
+        credentials_id: mqttBasicKey(value.clientId, value.userName),
         credentials_value: JSON.stringify({
           clientId: value.clientId ?? null,
           userName: value.userName ?? null,
           password: value.password ?? null,
         }),
-      });
+      };
     }
-    this.#forget();
-    this.deps.bus.emit('device.credentials', { deviceId: id });
-    return this.credentials(id);
+    if (this.#store.tokenInUse(row.credentials_id, rid)) throw duplicateToken();
+    return row;
   }
 
   /**

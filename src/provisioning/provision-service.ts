@@ -172,6 +172,25 @@ export class ProvisionService {
     const chosen = [req.token, req.clientId, req.username, req.password, req.hash].some((v) => v);
     const type = chosen ? (req.credentialsType ?? 'ACCESS_TOKEN') : 'ACCESS_TOKEN';
     const token = (type === 'ACCESS_TOKEN' && req.token) || randomAccessToken();
+    // MQTT basic credentials, or (X.509) the certificate PEM in `hash` (§6.1).
+    const credentials =
+      type === 'MQTT_BASIC'
+        ? {
+            clientId: req.clientId || null,
+            userName: req.username || null,
+            password: req.password || null,
+          }
+        : (req.hash ?? '');
+    if (type !== 'ACCESS_TOKEN') {
+      // Invalid or taken credentials: FAILURE before any device exists (§6.3), so that no
+      // device is created and deleted again (ENTITY_ACTION rules would tell of both).
+      try {
+        this.deps.devices.checkCredentials(type, credentials);
+      } catch (err) {
+        if (err instanceof GatewayError) return this.#failure(profile, err.message);
+        throw err;
+      }
+    }
     let deviceId: string;
     try {
       const device = this.deps.devices.save(
@@ -189,23 +208,14 @@ export class ProvisionService {
       throw err;
     }
     if (type !== 'ACCESS_TOKEN') {
-      // MQTT basic credentials, or (X.509) the certificate PEM in `hash` (§6.1).
-      const value =
-        type === 'MQTT_BASIC'
-          ? {
-              clientId: req.clientId || null,
-              userName: req.username || null,
-              password: req.password || null,
-            }
-          : (req.hash ?? '');
       try {
         this.deps.devices.updateCredentials({
           deviceId: { id: deviceId },
           credentialsType: type,
-          credentialsValue: value,
+          credentialsValue: credentials,
         });
       } catch (err) {
-        // Invalid or taken credentials: undo the device, answer FAILURE (§6.3).
+        // Checked above; should the write still fail, the device goes and the answer is FAILURE.
         this.deps.devices.delete(deviceId);
         if (err instanceof GatewayError) return this.#failure(profile, err.message);
         throw err;
