@@ -199,6 +199,12 @@ describe('user attributes', () => {
       assert.equal((await ws1.next(forCmd(2))).count, 1);
       assert.equal((await ws2.next(forCmd(2))).count, 2);
 
+      // A value the dashboard's user typed (userValue) comes before the dynamic one.
+      const typed = queries(5, 'ua-kiln-', user).cmds[0];
+      const keyFilters = [hotterThan(100, user, 35)];
+      ws1.send({ cmds: [{ ...typed, query: { ...typed.query, keyFilters } }] });
+      assert.deepEqual(ids(await ws1.next(page(5))), [hot.id, warm.id].sort(), 'typed: above 35');
+
       // inherit: a user without the attribute takes its customer's, then the tenant's.
       const inherit = { sourceType: 'CURRENT_USER', sourceAttribute: 'coldBelow', inherit: true };
       ws1.send(queries(3, 'ua-kiln-', inherit));

@@ -59,7 +59,26 @@ export type KeyFilter = z.infer<typeof keyFilterSchema>;
 /** Reads a query's `keyFilters` (absent or null: none); ValidationError names what is wrong. */
 export function parseKeyFilters(raw: unknown): KeyFilter[] {
   if (raw === undefined || raw === null) return [];
-  return validate(keyFiltersSchema, raw, 'keyFilters');
+  const filters = Array.isArray(raw)
+    ? raw.map((f) => (isRecord(f) ? { ...f, predicate: userValueFirst(f.predicate) } : f))
+    : raw;
+  return validate(keyFiltersSchema, filters, 'keyFilters');
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * A value the dashboard's user typed (`userValue`, a filter's "user editable" field) is used
+ * before a dynamic one and the default, as ThingsBoard's `FilterPredicateValue.getValue()` does:
+ * it becomes the default and the dynamic value is dropped (nothing to follow).
+ */
+function userValueFirst(p: unknown): unknown {
+  if (!isRecord(p)) return p;
+  if (Array.isArray(p.predicates)) return { ...p, predicates: p.predicates.map(userValueFirst) };
+  const v = p.value;
+  if (!isRecord(v) || v.userValue === undefined || v.userValue === null) return p;
+  return { ...p, value: { ...v, defaultValue: v.userValue, dynamicValue: null } };
 }
 
 /** Attribute scopes read for `ATTRIBUTE` keys: server over shared over client (§1.4). */
@@ -160,7 +179,7 @@ export function matchesKeyFilters(
   return filters.every((f) => evalFilter(f as unknown as AlarmConditionFilter, src));
 }
 
-/** The dynamic values of a predicate tree (a `userValue` overrides them, as in ThingsBoard). */
+/** The dynamic values of a predicate tree (none where a `userValue` overrides: `userValueFirst`). */
 function dynamicValuesOf(p: KeyFilterPredicate, out: DynamicValue[]): DynamicValue[] {
   if (p.type === 'COMPLEX') for (const c of p.predicates) dynamicValuesOf(c, out);
   else if (p.value.dynamicValue?.sourceType && p.value.dynamicValue.sourceAttribute)

@@ -120,11 +120,18 @@ export async function postTelemetry(t: TestGateway, token: string, body: unknown
   if (res.status !== 200) throw new Error(`telemetry refused: ${res.status} ${await res.text()}`);
 }
 
-/** A key filter `temperature > dynamicValue` (`defaultValue` when it does not resolve). */
-export function hotterThan(defaultValue: number, dynamicValue?: unknown) {
+/**
+ * A key filter `temperature > value`: `userValue` when given, else `dynamicValue` when it
+ * resolves, else `defaultValue`.
+ */
+export function hotterThan(defaultValue: number, dynamicValue?: unknown, userValue?: number) {
   return {
     key: { type: 'TIME_SERIES', key: 'temperature' },
     valueType: 'NUMERIC',
-    predicate: { type: 'NUMERIC', operation: 'GREATER', value: { defaultValue, dynamicValue } },
+    predicate: {
+      type: 'NUMERIC',
+      operation: 'GREATER',
+      value: { defaultValue, dynamicValue, userValue },
+    },
   };
 }
