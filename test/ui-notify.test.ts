@@ -3,9 +3,16 @@ import { after, before, test } from 'node:test';
 import type { MqttClient } from 'mqtt';
 import type { Browser, Page } from 'playwright-core';
 import { launchBrowser, newPage, screenshot, signIn } from './helpers/browser.js';
-import { createDevice, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
+import {
+  ADMIN_EMAIL,
+  createDevice,
+  startGateway,
+  type TestGateway,
+  waitFor,
+} from './helpers/gateway.js';
 import { mqttConnect } from './helpers/mqtt.js';
 import { raiseAlarm, startRecorder } from './helpers/notify.js';
+import { createCustomer, createUser } from './helpers/users.js';
 
 // The scheduler form's live next-run preview and the notification rule editor (issue 15 item 4),
 // against a real gateway.
@@ -525,4 +532,141 @@ test('every trigger type opens and saves unchanged to the same JSON, and its opt
     .getByText(/notifyOn/)
     .waitFor();
   await dialog.getByRole('button', { name: 'Cancel' }).click();
+});
+
+test('targets and templates: every users filter and notification type on the page; saved unchanged to the same JSON', async () => {
+  const customerId = await createCustomer(t, 'Glassworks');
+  const userId = await createUser(t, 'melter@glass.test', customerId);
+  const get = (kind: string, id: string) =>
+    adminGet<Record<string, unknown>>(`/api/notification/${kind}/${id}`);
+  const made = {
+    hook: await make('target', {
+      name: 'Signed hook',
+      configuration: {
+        type: 'WEBHOOK',
+        url: 'http://127.0.0.1:9/hook',
+        method: 'PUT',
+        headers: { 'X-Key': 'secret' },
+        description: 'the ops desk',
+      },
+    }),
+    customer: await make('target', {
+      name: 'Glassworks users',
+      configuration: {
+        type: 'PLATFORM_USERS',
+        usersFilter: { type: 'CUSTOMER_USERS', customerId },
+      },
+    }),
+    list: await make('target', {
+      name: 'Melter only',
+      configuration: {
+        type: 'PLATFORM_USERS',
+        usersFilter: { type: 'USER_LIST', usersIds: [userId] },
+      },
+    }),
+    template: await make('template', {
+      name: 'Comment mail',
+      notificationType: 'ALARM_COMMENT',
+      configuration: {
+        deliveryMethodsTemplates: {
+          WEB: { method: 'WEB', enabled: true, subject: 'Comment', body: '${comment}' },
+          SMS: { method: 'SMS', enabled: false, body: '${comment}' },
+        },
+      },
+    }),
+  };
+  await page.goto(`${t.baseUrl}/notification-center`);
+  const resave = async (tab: string, table: string, name: string, kind: string, id: string) => {
+    await page.getByRole('tab', { name: tab }).click();
+    const before = JSON.stringify(await get(kind, id));
+    await page
+      .getByRole('table', { name: table })
+      .locator('tr', { hasText: name })
+      .getByRole('button', { name: 'Edit' })
+      .click();
+    const dialog = page.getByRole('dialog', { name: `Edit ${kind}` });
+    await dialog.getByLabel('Name').waitFor();
+    if (kind === 'target' && name !== 'Signed hook')
+      await dialog.getByLabel(name === 'Melter only' ? /^Chosen users/ : /^Customer/).waitFor();
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    assert.equal(JSON.stringify(await get(kind, id)), before, `${name} saved unchanged`);
+  };
+  await resave('Targets', 'Notification targets', 'Signed hook', 'target', made.hook);
+  await resave('Targets', 'Notification targets', 'Glassworks users', 'target', made.customer);
+  await resave('Targets', 'Notification targets', 'Melter only', 'target', made.list);
+  await resave('Templates', 'Notification templates', 'Comment mail', 'template', made.template);
+
+  // New targets of the two users filters that need a choice.
+  await page.getByRole('tab', { name: 'Targets' }).click();
+  const targets = page.getByRole('table', { name: 'Notification targets' });
+  const addTarget = async (
+    name: string,
+    choose: (d: ReturnType<Page['getByRole']>) => Promise<void>,
+  ) => {
+    await page.getByRole('button', { name: 'Add target' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Add target' });
+    await dialog.getByLabel('Name').fill(name);
+    await choose(dialog);
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await targets.getByText(name, { exact: true }).waitFor();
+  };
+  await addTarget('Customer crew', async (d) => {
+    await d.getByLabel(/^Users/).selectOption('CUSTOMER_USERS');
+    await d.getByLabel(/^Customer/).selectOption({ label: 'Glassworks' });
+  });
+  await addTarget('Admin and melter', async (d) => {
+    await d.getByLabel(/^Users/).selectOption('USER_LIST');
+    await d
+      .getByLabel(/^Chosen users/)
+      .selectOption([{ label: 'melter@glass.test' }, { label: ADMIN_EMAIL }]);
+    await screenshot(page, 'notification-target-users');
+  });
+  const all = await adminGet<{
+    data: Array<{ name: string; configuration: Record<string, unknown> }>;
+  }>('/api/notification/targets?pageSize=100&page=0');
+  const config = (name: string) => all.data.find((x) => x.name === name)?.configuration;
+  assert.deepEqual(config('Customer crew'), {
+    type: 'PLATFORM_USERS',
+    usersFilter: { type: 'CUSTOMER_USERS', customerId },
+  });
+  const me = await adminGet<{ id: { id: string } }>('/api/auth/user');
+  const chosen = config('Admin and melter') as { usersFilter: { usersIds: string[] } };
+  assert.deepEqual(chosen.usersFilter.usersIds.toSorted(), [me.id.id, userId].toSorted());
+
+  // Every notification type for a template.
+  await page.getByRole('tab', { name: 'Templates' }).click();
+  await page.getByRole('button', { name: 'Add template' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Add template' });
+  const types = await dialog
+    .getByLabel('Notification type')
+    .locator('option')
+    .evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+  assert.deepEqual(types, [
+    'ALARM',
+    'ALARM_ASSIGNMENT',
+    'ALARM_COMMENT',
+    'DEVICE_ACTIVITY',
+    'ENTITY_ACTION',
+    'EDGE_CONNECTION',
+    'GENERAL',
+  ]);
+  await dialog.getByLabel('Name').fill('Cloud link');
+  await dialog.getByLabel('Notification type').selectOption('EDGE_CONNECTION');
+  await dialog.getByLabel('WEB body').fill('The cloud link is ${eventType}');
+  await dialog.getByRole('button', { name: 'Save' }).click();
+  await page
+    .getByRole('table', { name: 'Notification templates' })
+    .getByText('Cloud link')
+    .waitFor();
+  const templates = await adminGet<{
+    data: Array<{ name: string; notificationType: string; configuration: unknown }>;
+  }>('/api/notification/templates?pageSize=100&page=0');
+  const cloud = templates.data.find((x) => x.name === 'Cloud link');
+  assert.equal(cloud?.notificationType, 'EDGE_CONNECTION');
+  assert.deepEqual(cloud?.configuration, {
+    deliveryMethodsTemplates: {
+      WEB: { method: 'WEB', enabled: true, body: 'The cloud link is ${eventType}' },
+    },
+  });
 });

@@ -13,7 +13,14 @@ import {
 } from '../components/list.js';
 import { formatTs, Tabs, useAction, useLoad } from '../components/ui.js';
 import { api, type Id, type PageData, qs } from '../lib/api.js';
-import { lines, type Rule, RuleFields, useRuleDraft } from './notification-rule.js';
+import {
+  IdSelect,
+  lines,
+  type Rule,
+  RuleFields,
+  TRIGGERS,
+  useRuleDraft,
+} from './notification-rule.js';
 
 /**
  * The notification center's setup (docs/notifications.md): targets (who), templates (what),
@@ -26,7 +33,7 @@ interface Target {
   name: string;
   configuration: {
     type: 'PLATFORM_USERS' | 'EMAIL_ADDRESSES' | 'PHONE_NUMBERS' | 'WEBHOOK';
-    usersFilter?: { type: string };
+    usersFilter?: { type: string; customerId?: string; usersIds?: string[] };
     emails?: string[];
     phoneNumbers?: string[];
     url?: string;
@@ -34,13 +41,16 @@ interface Target {
   };
 }
 
+/** A template's type: a rule trigger's, or GENERAL (ad-hoc requests). */
+const NOTIFICATION_TYPES = [...TRIGGERS.map(([t]) => t), 'GENERAL'] as const;
+
 type Method = 'WEB' | 'EMAIL' | 'SMS' | 'WEBHOOK';
 const METHODS: Method[] = ['WEB', 'EMAIL', 'SMS', 'WEBHOOK'];
 
 interface Template {
   id: Id;
   name: string;
-  notificationType: 'ALARM' | 'DEVICE_ACTIVITY' | 'GENERAL';
+  notificationType: string;
   configuration: {
     deliveryMethodsTemplates: Partial<
       Record<Method, { enabled: boolean; subject?: string | null; body: string }>
@@ -191,6 +201,8 @@ const USERS_FILTERS = [
   ['TENANT_ADMINISTRATORS', 'Tenant administrators'],
   ['ALL_USERS', 'All users'],
   ['ORIGINATOR_ENTITY_OWNER_USERS', "Users of the device's owner"],
+  ['CUSTOMER_USERS', 'Users of a customer'],
+  ['USER_LIST', 'Chosen users'],
 ] as const;
 
 function targetSummary(t: Target): string {
@@ -215,16 +227,41 @@ function Targets() {
 function TargetDialog(props: { item?: Target; onClose: () => void; onSaved: () => void }) {
   const c = props.item?.configuration;
   const [type, setType] = useState<Target['configuration']['type']>(c?.type ?? 'PLATFORM_USERS');
+  const [users, setUsers] = useState(c?.usersFilter?.type ?? 'TENANT_ADMINISTRATORS');
+  const [userIds, setUserIds] = useState(c?.usersFilter?.usersIds ?? []);
+  const choices = useLoad(
+    () =>
+      users === 'CUSTOMER_USERS'
+        ? api<PageData<{ id: Id; title: string }>>(
+            `/api/customers${qs({ pageSize: 1000, page: 0, sortProperty: 'title', sortOrder: 'ASC' })}`,
+          ).then((p) => p.data.map((x) => [x.id.id, x.title] as const))
+        : users === 'USER_LIST'
+          ? api<PageData<{ id: Id; email: string }>>(
+              `/api/users${qs({ pageSize: 1000, page: 0, sortProperty: 'email', sortOrder: 'ASC' })}`,
+            ).then((p) => p.data.map((x) => [x.id.id, x.email] as const))
+          : Promise.resolve([]),
+    [users],
+  );
   const toBody = (f: FormData) => {
-    const configuration =
+    // Fields the dialog does not show (headers, description, ...) are kept while the type is.
+    const kept = c?.type === type ? c : {};
+    const filter = c?.usersFilter?.type === users ? c.usersFilter : {};
+    const fields =
       type === 'PLATFORM_USERS'
-        ? { type, usersFilter: { type: String(f.get('usersFilter')) } }
+        ? {
+            usersFilter: {
+              ...filter,
+              type: users,
+              ...(users === 'CUSTOMER_USERS' && { customerId: String(f.get('customerId')) }),
+              ...(users === 'USER_LIST' && { usersIds: userIds }),
+            },
+          }
         : type === 'EMAIL_ADDRESSES'
-          ? { type, emails: lines(f.get('emails')) }
+          ? { emails: lines(f.get('emails')) }
           : type === 'PHONE_NUMBERS'
-            ? { type, phoneNumbers: lines(f.get('phones')) }
-            : { type, url: String(f.get('url')), method: String(f.get('method')) };
-    return { configuration };
+            ? { phoneNumbers: lines(f.get('phones')) }
+            : { url: String(f.get('url')), method: String(f.get('method')) };
+    return { configuration: { ...kept, type, ...fields } };
   };
   return (
     <EntityDialog kind="target" {...props} toBody={toBody}>
@@ -236,12 +273,26 @@ function TargetDialog(props: { item?: Target; onClose: () => void; onSaved: () =
         onChange={(v) => setType(v as typeof type)}
       />
       {type === 'PLATFORM_USERS' && (
-        <Select
-          label="Users"
-          name="usersFilter"
-          options={USERS_FILTERS}
-          initial={c?.usersFilter?.type}
-        />
+        <>
+          <Select label="Users" options={USERS_FILTERS} value={users} onChange={setUsers} />
+          {users === 'CUSTOMER_USERS' && choices.data && (
+            <Select
+              label="Customer"
+              name="customerId"
+              required
+              options={choices.data}
+              initial={c?.usersFilter?.customerId}
+            />
+          )}
+          {users === 'USER_LIST' && (
+            <IdSelect
+              label="Chosen users"
+              options={choices.data}
+              value={userIds}
+              onChange={setUserIds}
+            />
+          )}
+        </>
       )}
       {type === 'EMAIL_ADDRESSES' && (
         <label>
@@ -299,10 +350,19 @@ function TemplateDialog(props: { item?: Template; onClose: () => void; onSaved: 
   const toBody = (f: FormData) => {
     const deliveryMethodsTemplates: Template['configuration']['deliveryMethodsTemplates'] = {};
     for (const m of METHODS) {
-      if (f.get(`${m}.enabled`) !== 'on') continue;
+      const enabled = f.get(`${m}.enabled`) === 'on';
+      // A method left off stays as stored (or absent); other keys of a method (method,
+      // additionalConfig) are kept.
+      if (!enabled) {
+        if (t[m]) deliveryMethodsTemplates[m] = { ...t[m], enabled: false };
+        continue;
+      }
+      const subject = String(f.get(`${m}.subject`) ?? '');
       deliveryMethodsTemplates[m] = {
+        ...t[m],
         enabled: true,
-        subject: m === 'SMS' ? undefined : String(f.get(`${m}.subject`) ?? '') || null,
+        subject:
+          m === 'SMS' ? t[m]?.subject : subject || (t[m]?.subject == null ? t[m]?.subject : null),
         body: String(f.get(`${m}.body`) ?? ''),
       };
     }
@@ -316,7 +376,7 @@ function TemplateDialog(props: { item?: Template; onClose: () => void; onSaved: 
       <Select
         label="Notification type"
         name="notificationType"
-        options={['ALARM', 'DEVICE_ACTIVITY', 'GENERAL'].map((n) => [n, n] as const)}
+        options={NOTIFICATION_TYPES.map((n) => [n, n] as const)}
         initial={props.item?.notificationType}
       />
       <p class="muted">

@@ -417,7 +417,7 @@ function Flag(props: {
  * A multiple select of entity ids by name; ids not among `options` (not loaded, or gone) stay
  * chosen and are shown as such. A change keeps the stored order of what stays chosen.
  */
-function IdSelect(props: {
+export function IdSelect(props: {
   label: string;
   options: ReadonlyArray<readonly [string, string]> | undefined;
   value: string[] | null | undefined;
