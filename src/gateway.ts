@@ -1273,6 +1273,7 @@ function registerRuleMetrics(metrics: Metrics, rules: Rules): void {
     ['processed', 'Messages a rule chain has processed'],
     ['failed', 'Messages that ended on an unconnected Failure relation'],
     ['dropped', 'Messages dropped because the rule chain queue was full'],
+    ['looped', 'Messages sent to Failure because rule chain calls were nested too deep'],
   ] as const) {
     metrics.gauge({
       name: `edge_rule_chain_${key}_total`,

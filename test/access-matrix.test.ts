@@ -436,6 +436,32 @@ export const ROWS: readonly Row[] = [
     on: 'none',
     expect: ANY(200, 403, 403),
   },
+  {
+    method: 'GET',
+    path: '/api/ruleChain/{rootChain}/output/labels',
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
+  {
+    method: 'GET',
+    path: '/api/ruleChain/{rootChain}/output/labels/usage',
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
+  {
+    method: 'GET',
+    path: '/api/ruleChains/export?limit=10',
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
+  // An empty file imports nothing.
+  {
+    method: 'POST',
+    path: '/api/ruleChains/import',
+    body: { ruleChains: [], metadata: [] },
+    on: 'none',
+    expect: ANY(200, 403, 403),
+  },
   // Already the root: setting it again changes nothing.
   {
     method: 'POST',

@@ -166,7 +166,7 @@ describe('rule chains over REST', () => {
     file.metadata.nodes.push(
       {
         ...file.metadata.nodes[2],
-        type: `${P}flow.TbRuleChainInputNode`,
+        type: `${P}flow.TbCheckpointNode`,
       } as (typeof file.metadata.nodes)[number],
       {
         ...file.metadata.nodes[2],
@@ -181,7 +181,7 @@ describe('rule chains over REST', () => {
     assert.equal(res.status, 400);
     assert.equal(
       res.body.message,
-      `Unsupported rule node types: ${P}flow.TbRuleChainInputNode, com.example.CustomNode`,
+      `Unsupported rule node types: ${P}flow.TbCheckpointNode, com.example.CustomNode`,
     );
     const list = await call('/api/ruleChains?pageSize=10&page=0&textSearch=Unsupported');
     assert.equal(list.body.totalElements, 0);

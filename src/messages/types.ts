@@ -94,6 +94,17 @@ export interface GatewayMsg {
    * it again; a node that changes the data, type or timestamp drops the flag (docs/rules.md).
    */
   readonly committed?: boolean;
+  /**
+   * Rule chains this message was sent from by a rule chain node (`TbRuleChainInputNode`), the
+   * innermost last: an output node sends it back to the last one (ThingsBoard's TbMsg stack).
+   */
+  readonly callers?: readonly ChainCaller[];
+}
+
+/** A rule chain node that called another chain: where an output node returns the message. */
+export interface ChainCaller {
+  readonly chainId: string;
+  readonly nodeIndex: number;
 }
 
 /**

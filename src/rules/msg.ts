@@ -33,6 +33,7 @@ export function derive(msg: GatewayMsg, changes: MsgChanges, sameData = false): 
     data,
     ts: changes.fresh ? Date.now() : msg.ts,
     ...(unchanged ? { committed: true } : {}),
+    ...(msg.callers ? { callers: msg.callers } : {}),
   };
   return next;
 }

@@ -6,6 +6,7 @@ import type { Db } from '../db/open.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { TenantService } from '../tenant/tenant-service.js';
 import { defaultRootChain } from './default-root-chain.js';
+import { RULE_CHAIN_INPUT, RULE_CHAIN_OUTPUT } from './nodes/flow.js';
 import { NODE_SPECS } from './nodes/index.js';
 import { type RuleChainRow, type RuleChainSort, RuleChainStore } from './rule-chain-store.js';
 import type { ScriptEngine } from './script/sandbox.js';
@@ -71,19 +72,40 @@ const connectionBody = z.object({
   type: z.string().trim().min(1, 'relation type is required'),
 });
 
+/** A link to another chain in the format before ThingsBoard 3.3 (`RuleChainConnectionInfo`). */
+const legacyChainLink = z.looseObject({
+  fromIndex: z.number().int().min(0),
+  targetRuleChainId: idRef,
+  additionalInfo: z.record(z.string(), z.unknown()).nullable().optional(),
+  type: z.string().trim().min(1, 'relation type is required'),
+});
+
 const metadataBody = z.looseObject({
   ruleChainId: idRef.nullable().optional(),
   version: z.number().int().nullable().optional(),
   firstNodeIndex: z.number().int().min(0).nullable().optional(),
   nodes: z.array(nodeBody).max(MAX_NODES_PER_CHAIN).nullable().optional(),
   connections: z.array(connectionBody).nullable().optional(),
-  ruleChainConnections: z.array(z.unknown()).nullable().optional(),
+  ruleChainConnections: z.array(legacyChainLink).nullable().optional(),
 });
 
 const importBody = z.object({
   ruleChain: z.looseObject({}),
   metadata: z.looseObject({}),
 });
+
+/** ThingsBoard's `RuleChainData`: several chains, their metadata linked by `ruleChainId`. */
+const bulkBody = z.object({
+  ruleChains: z.array(z.looseObject({ id: idRef })).max(MAX_RULE_CHAINS),
+  metadata: z.array(z.looseObject({ ruleChainId: idRef })).max(MAX_RULE_CHAINS),
+});
+
+/** One chain of a bulk import (ThingsBoard's `RuleChainImportResult`). */
+export interface ChainImportResult {
+  readonly ruleChainId: ReturnType<typeof entityId<'RULE_CHAIN'>>;
+  readonly ruleChainName: string;
+  readonly updated: boolean;
+}
 
 export type MetadataInput = z.infer<typeof metadataBody>;
 
@@ -187,7 +209,7 @@ export class RuleChainService {
       throw new ValidationError('Invalid rule chain metadata: ruleChainId is required');
     const id = input.ruleChainId.id.toLowerCase();
     checkVersion(this.#row(id), input.version);
-    this.#saveMetadata(id, input, Date.now());
+    this.#saveMetadata(id, this.#withoutLegacyLinks(input), Date.now());
     this.deps.onChange?.(id);
     return toMetadata(this.#row(id));
   }
@@ -243,7 +265,9 @@ export class RuleChainService {
     checkDepth(body, 'rule chain export');
     const file = validate(importBody, body, 'rule chain export');
     const chainInput = validate(chainBody, { ...file.ruleChain, id: null }, 'rule chain');
-    const metadataInput = validate(metadataBody, file.metadata, 'rule chain metadata');
+    const metadataInput = this.#withoutLegacyLinks(
+      validate(metadataBody, file.metadata, 'rule chain metadata'),
+    );
     this.#checkMetadata(metadataInput);
     const now = Date.now();
     let id = '';
@@ -255,13 +279,164 @@ export class RuleChainService {
     return toRuleChain(this.#row(id));
   }
 
-  #create(input: z.infer<typeof chainBody>, now: number): RuleChainRow {
+  /**
+   * `GET /api/ruleChain/{id}/output/labels`: the names of the chain's output nodes, the labels a
+   * rule chain node calling it can go on by (sorted, each once).
+   */
+  outputLabels(id: string): string[] {
+    const nodes = JSON.parse(this.#row(id).nodes) as StoredNode[];
+    const labels = nodes.filter((n) => n.type === RULE_CHAIN_OUTPUT).map((n) => n.name);
+    return [...new Set(labels)].sort();
+  }
+
+  /**
+   * `GET /api/ruleChain/{id}/output/labels/usage`: the rule chain nodes that call this chain and
+   * the labels they go on by (those with at least one), by chain name then node name.
+   */
+  outputLabelsUsage(id: string) {
+    const target = this.#row(id).id;
+    const usage = [];
+    for (const row of this.#store.all()) {
+      const nodes = JSON.parse(row.nodes) as StoredNode[];
+      const connections = JSON.parse(row.connections) as Connection[];
+      for (const [index, n] of nodes.entries()) {
+        if (n.type !== RULE_CHAIN_INPUT || inputTarget(n) !== target) continue;
+        const labels = [
+          ...new Set(connections.filter((c) => c.fromIndex === index).map((c) => c.type)),
+        ];
+        if (labels.length === 0) continue;
+        usage.push({
+          ruleChainId: entityId('RULE_CHAIN', row.id),
+          ruleNodeId: entityId('RULE_NODE', n.id),
+          ruleChainName: row.name,
+          ruleNodeName: n.name,
+          labels: labels.sort(),
+        });
+      }
+    }
+    return usage.sort(
+      (a, b) =>
+        a.ruleChainName.localeCompare(b.ruleChainName) ||
+        a.ruleNodeName.localeCompare(b.ruleNodeName),
+    );
+  }
+
+  /**
+   * `GET /api/ruleChains/export?limit=N`: ThingsBoard's `RuleChainData` of the first `limit`
+   * CORE chains. Every chain gets a fresh id in the file, and rule chain nodes that call a chain
+   * of the file name its new id, so that the file imports as a whole (reference §1.2).
+   */
+  exportAll(limit: number): { ruleChains: unknown[]; metadata: unknown[] } {
+    const rows = this.#store
+      .all()
+      .filter((r) => r.type === 'CORE')
+      .slice(0, Math.max(0, limit));
+    const ids = new Map(rows.map((r) => [r.id, randomUUID()] as const));
+    const files = rows.map((r) => {
+      const id = entityId('RULE_CHAIN', ids.get(r.id) as string);
+      const { ruleChain, metadata } = this.export(r.id);
+      const nodes = (metadata.nodes as StoredNode[]).map((n) => retarget(n, ids));
+      return { ruleChain: { ...ruleChain, id }, metadata: { ...metadata, ruleChainId: id, nodes } };
+    });
+    return { ruleChains: files.map((f) => f.ruleChain), metadata: files.map((f) => f.metadata) };
+  }
+
+  /**
+   * `POST /api/ruleChains/import?overwrite=`: every chain of a `RuleChainData` file, as new
+   * non-root chains (with `overwrite`, a CORE chain of the same name is replaced in place). The
+   * file's ids are rewritten: rule chain nodes and legacy links that name a chain of the file
+   * call its new chain. All or nothing: a 400 names the chain whose metadata is refused.
+   */
+  async importAll(body: unknown, overwrite: boolean): Promise<ChainImportResult[]> {
+    await this.deps.scripts.ready();
+    checkDepth(body, 'rule chains file');
+    const file = validate(bulkBody, body, 'rule chains file');
+    const byName = new Map(
+      this.#store
+        .all()
+        .filter((r) => r.type === 'CORE' && !r.root)
+        .map((r) => [r.name, r.id] as const),
+    );
+    const plan = file.ruleChains.map((raw) => {
+      const chain = validate(chainBody, { ...raw, id: null }, 'rule chain');
+      const fileId = raw.id.id.toLowerCase();
+      const existing =
+        overwrite && (chain.type ?? 'CORE') === 'CORE' ? byName.get(chain.name) : undefined;
+      return { chain, fileId, id: existing ?? randomUUID(), updated: existing !== undefined };
+    });
+    const ids = new Map(plan.map((p) => [p.fileId, p.id] as const));
+    const metadata = new Map(
+      file.metadata.map((m) => [m.ruleChainId.id.toLowerCase(), m as Record<string, unknown>]),
+    );
+    const inputs = plan.map((p) => {
+      const raw = metadata.get(p.fileId) ?? {};
+      const links = Array.isArray(raw.ruleChainConnections) ? raw.ruleChainConnections : [];
+      const rewritten = {
+        ...raw,
+        ruleChainId: null,
+        version: null,
+        nodes: Array.isArray(raw.nodes)
+          ? raw.nodes.map((n) => retarget(n as StoredNode, ids))
+          : raw.nodes,
+        ruleChainConnections: links.map((l) => retargetLink(l, ids)),
+      };
+      try {
+        const input = this.#withoutLegacyLinks(
+          validate(metadataBody, rewritten, 'rule chain metadata'),
+        );
+        this.#checkMetadata(input);
+        return input;
+      } catch (err) {
+        if (err instanceof ValidationError)
+          throw new ValidationError(`Rule chain '${p.chain.name}': ${err.message}`);
+        throw err;
+      }
+    });
+    const now = Date.now();
+    this.deps.db.transaction(() => {
+      plan.forEach((p, i) => {
+        if (!p.updated) this.#create(p.chain, now, p.id);
+        this.#saveMetadata(p.id, inputs[i] as MetadataInput, now, false);
+      });
+    })();
+    for (const p of plan) this.deps.onChange?.(p.id);
+    return plan.map((p) => ({
+      ruleChainId: entityId('RULE_CHAIN', p.id),
+      ruleChainName: p.chain.name,
+      updated: p.updated,
+    }));
+  }
+
+  /**
+   * Legacy links to other chains become rule chain nodes (as ThingsBoard converts them on save
+   * and import): one node per link, named after the chain it calls, connected by the link's type.
+   */
+  #withoutLegacyLinks(input: MetadataInput): MetadataInput {
+    const links = input.ruleChainConnections ?? [];
+    if (links.length === 0) return input;
+    const nodes: MetadataInput['nodes'] & object = [...(input.nodes ?? [])];
+    const connections = [...(input.connections ?? [])];
+    for (const link of links) {
+      const target = link.targetRuleChainId.id.toLowerCase();
+      const { description: _d, ruleChainNodeId: _n, ...layout } = link.additionalInfo ?? {};
+      connections.push({ fromIndex: link.fromIndex, toIndex: nodes.length, type: link.type });
+      nodes.push({
+        type: RULE_CHAIN_INPUT,
+        name: this.#store.byId(target)?.name ?? 'Rule Chain Input',
+        configuration: { ruleChainId: target, forwardMsgToDefaultRuleChain: false },
+        additionalInfo: layout,
+      });
+    }
+    return { ...input, nodes, connections, ruleChainConnections: null };
+  }
+
+  #create(input: z.infer<typeof chainBody>, now: number, id: string = randomUUID()): RuleChainRow {
     if (this.#store.count() >= MAX_RULE_CHAINS) {
       this.#refused++;
       throw new ConflictError(`At most ${MAX_RULE_CHAINS} rule chains can be stored`);
     }
     const row: RuleChainRow = {
-      id: randomUUID(),
+      id,
       tenant_id: this.deps.tenants.id,
       name: input.name,
       type: input.type ?? 'CORE',
@@ -286,11 +461,6 @@ export class RuleChainService {
     if (unsupported.length > 0) {
       throw new ValidationError(
         `Unsupported rule node type${unsupported.length > 1 ? 's' : ''}: ${unsupported.join(', ')}`,
-      );
-    }
-    if (input.ruleChainConnections && input.ruleChainConnections.length > 0) {
-      throw new ValidationError(
-        'ruleChainConnections (links to other rule chains) are not supported; connect the nodes of one chain',
       );
     }
     const problems: string[] = [];
@@ -362,6 +532,32 @@ export class RuleChainService {
     if (!row) throw new NotFoundError(`Rule chain with id [${id}] is not found`);
     return row;
   }
+}
+
+/** The chain a rule chain node calls (lower case), or undefined. */
+function inputTarget(node: { readonly configuration?: unknown }): string | undefined {
+  const id = (node.configuration as { ruleChainId?: unknown } | null | undefined)?.ruleChainId;
+  return typeof id === 'string' ? id.toLowerCase() : undefined;
+}
+
+/** A node of a file, calling the chain's new id when it calls a chain of the file. */
+function retarget<N extends { readonly type?: unknown; readonly configuration?: unknown }>(
+  node: N,
+  ids: ReadonlyMap<string, string>,
+): N {
+  // A file's node that is not even an object is left for the metadata check to refuse.
+  if (node === null || typeof node !== 'object') return node;
+  const to = node.type === RULE_CHAIN_INPUT ? ids.get(inputTarget(node) ?? '') : undefined;
+  if (!to) return node;
+  return { ...node, configuration: { ...(node.configuration as object), ruleChainId: to } };
+}
+
+/** A legacy link of a file, to the chain's new id when it names a chain of the file. */
+function retargetLink(link: unknown, ids: ReadonlyMap<string, string>): unknown {
+  const l = link as { targetRuleChainId?: { id?: unknown } } | null;
+  const id = l?.targetRuleChainId?.id;
+  const to = typeof id === 'string' ? ids.get(id.toLowerCase()) : undefined;
+  return to ? { ...l, targetRuleChainId: { entityType: 'RULE_CHAIN', id: to } } : link;
 }
 
 function json(value: unknown): string | null {

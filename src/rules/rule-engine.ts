@@ -7,10 +7,11 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { GatewayMsg, MessageProcessor } from '../messages/types.js';
+import type { ChainCaller, GatewayMsg, MessageProcessor } from '../messages/types.js';
 import { derive } from './msg.js';
 import { failureMetadata } from './nodes/external.js';
 import { TYPE_LABELS } from './nodes/filter.js';
+import { RULE_CHAIN_INPUT } from './nodes/flow.js';
 import { NODE_SPECS } from './nodes/index.js';
 import type { ChainDefinition, RuleChainService } from './rule-chain-service.js';
 import {
@@ -30,8 +31,8 @@ export interface RuleEngineOptions {
 
 export interface RuleEngineDeps extends RuleEngineOptions {
   readonly chains: RuleChainService;
-  /** What nodes use of the gateway, except `enqueue`, which the engine provides. */
-  readonly services: Omit<RuleServices, 'enqueue'>;
+  /** What nodes use of the gateway, except what moves messages between chains (the engine's). */
+  readonly services: Omit<RuleServices, 'enqueue' | 'callChain' | 'returnToCaller'>;
   readonly log: Logger;
   /** The device profile's `defaultRuleChainId` of a device, when it has one. */
   readonly profileChainOf?: (deviceId: string, msg?: GatewayMsg) => string | null | undefined;
@@ -48,10 +49,17 @@ export interface ChainStats {
   readonly failed: number;
   /** Messages dropped because the chain's queue was full. */
   readonly dropped: number;
+  /**
+   * Messages its rule chain nodes sent to `Failure` because calls between chains were nested
+   * deeper than MAX_CHAIN_DEPTH (chains calling each other in a loop).
+   */
+  readonly looped: number;
 }
 
 /** Longest path of one message through nodes (cycles are refused on save; this is a backstop). */
 const MAX_HOPS = 64;
+/** Rule chain calls one message may be inside at once (chains calling each other in a loop). */
+export const MAX_CHAIN_DEPTH = 16;
 const DROP_LOG_INTERVAL_MS = 10_000;
 
 /** A node of a loaded chain, or why it could not be built (every message to it then fails). */
@@ -83,6 +91,7 @@ class LoadedChain {
   processed = 0;
   failed = 0;
   dropped = 0;
+  looped = 0;
   droppedSinceLog = 0;
   lastDropLog = 0;
   scheduled = false;
@@ -192,6 +201,8 @@ export class RuleEngine implements MessageProcessor {
     this.#services = {
       ...deps.services,
       enqueue: (msg, chainId) => this.#enqueueTo(chainId ?? this.#rootId, { msg, node: -1 }),
+      callChain: (msg, to, from) => this.#callChain(msg, to, from),
+      returnToCaller: (msg, label) => this.#returnToCaller(msg, label),
     };
   }
 
@@ -295,6 +306,7 @@ export class RuleEngine implements MessageProcessor {
         processed: c.processed,
         failed: c.failed,
         dropped: c.dropped,
+        looped: c.looped,
       })),
     };
   }
@@ -375,6 +387,52 @@ export class RuleEngine implements MessageProcessor {
       const labels = typeof out.labels === 'string' ? [out.labels] : out.labels;
       this.#push(chain, { msg: out.msg, node: index, labels });
     }
+  }
+
+  /** A rule chain node: into the called chain's queue, with the caller on the message's stack. */
+  #callChain(
+    msg: GatewayMsg,
+    to: { readonly chainId: string; readonly toProfileChain: boolean },
+    from: ChainCaller,
+  ): void {
+    const callers = msg.callers ?? [];
+    if (callers.length >= MAX_CHAIN_DEPTH) {
+      const caller = this.#chains.get(from.chainId);
+      if (caller) caller.looped++;
+      throw new Error(
+        `rule chain calls nested deeper than ${MAX_CHAIN_DEPTH} (do chains call each other in a loop?)`,
+      );
+    }
+    let chainId = to.chainId;
+    if (to.toProfileChain && msg.originator.entityType === 'DEVICE') {
+      const own = this.deps.profileChainOf?.(msg.originator.id, msg);
+      if (own && this.#chains.has(own)) chainId = own;
+    }
+    const chain = this.#chains.get(chainId);
+    if (!chain || chain.def.firstNodeIndex === null)
+      throw new Error(`Rule chain [${chainId}] is not there or has no first node`);
+    this.#push(chain, {
+      msg: { ...msg, callers: [...callers, from] },
+      node: chain.def.firstNodeIndex,
+    });
+  }
+
+  /**
+   * An output node: the message goes back to the chain that called, on from its rule chain node
+   * by `label`. Without a caller it ends; a caller changed since (reloaded) counts as unrouted.
+   */
+  #returnToCaller(msg: GatewayMsg, label: string): void {
+    const callers = msg.callers;
+    const top = callers?.[callers.length - 1];
+    if (!callers || !top) return;
+    const chain = this.#chains.get(top.chainId);
+    if (chain?.def.nodes[top.nodeIndex]?.type !== RULE_CHAIN_INPUT) {
+      this.#unrouted++;
+      return;
+    }
+    const { callers: _, ...rest } = msg;
+    const back: GatewayMsg = callers.length > 1 ? { ...rest, callers: callers.slice(0, -1) } : rest;
+    this.#push(chain, { msg: back, node: top.nodeIndex, labels: [label] });
   }
 
   #enqueueTo(chainId: string | undefined, item: Item): void {

@@ -116,6 +116,18 @@ export interface RuleServices {
    * it cannot carry.
    */
   readonly pushToCloud?: (msg: GatewayMsg) => boolean;
+  /**
+   * Rule chain node: sends the message to another chain's first node (or, with `toProfileChain`,
+   * to its device profile's default chain when it has one), remembering `from` to come back to.
+   * Throws when the chain is not there or the calls are nested too deep (a loop between chains).
+   */
+  callChain(
+    msg: GatewayMsg,
+    to: { readonly chainId: string; readonly toProfileChain: boolean },
+    from: { readonly chainId: string; readonly nodeIndex: number },
+  ): void;
+  /** Output node: back to the calling chain, routed from its rule chain node by `label`. */
+  returnToCaller(msg: GatewayMsg, label: string): void;
   /** Posts a message into a chain (generator and delay nodes): the root when `chainId` is absent. */
   enqueue(
     msg: GatewayMsg,

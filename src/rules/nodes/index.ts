@@ -21,6 +21,7 @@ import {
   scriptFilter,
   scriptSwitch,
 } from './filter.js';
+import { ruleChainInput, ruleChainOutput } from './flow.js';
 import { sendSms } from './sms.js';
 import { copyKeys, deleteKeys, renameKeys, scriptTransform, toEmail } from './transform.js';
 
@@ -52,5 +53,7 @@ export const NODE_SPECS: ReadonlyMap<string, NodeSpec> = new Map(
     createAlarm,
     clearAlarm,
     pushToCloud,
+    ruleChainInput,
+    ruleChainOutput,
   ].map((spec) => [spec.type, spec]),
 );
