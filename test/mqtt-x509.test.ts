@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { IClientOptions } from 'mqtt';
+import protobuf from 'protobufjs';
 import { coapRequest } from './helpers/coap.js';
 import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
 import { mqttConnect, mqttRefusal, nextMessage } from './helpers/mqtt.js';
@@ -312,6 +313,54 @@ describe('X.509 device credentials over MQTT with TLS', () => {
         await p.endAsync();
       }
       await connectsWith('x509-mqtt', device);
+    });
+
+    it('over MQTT as a Protobuf ProvisionDeviceRequestMsg (ThingsBoard .proto field names)', async () => {
+      const root = protobuf.parse(`syntax = "proto3";
+        enum CredentialsType { ACCESS_TOKEN = 0; X509_CERTIFICATE = 1; MQTT_BASIC = 2; }
+        message ValidateDeviceX509CertRequestMsg { string hash = 1; }
+        message CredentialsDataProto { ValidateDeviceX509CertRequestMsg validateDeviceX509CertRequestMsg = 2; }
+        message ProvisionDeviceCredentialsMsg { string provisionDeviceKey = 1; string provisionDeviceSecret = 2; }
+        message ProvisionDeviceRequestMsg { string deviceName = 1; CredentialsType credentialsType = 2;
+          ProvisionDeviceCredentialsMsg provisionDeviceCredentialsMsg = 3;
+          CredentialsDataProto credentialsDataProto = 4; }
+        enum ResponseStatus { UNKNOWN = 0; SUCCESS = 1; NOT_FOUND = 2; FAILURE = 3; }
+        message ProvisionDeviceResponseMsg { ResponseStatus status = 1; CredentialsType credentialsType = 2;
+          string credentialsValue = 3; }`).root;
+      const Request = root.lookupType('ProvisionDeviceRequestMsg');
+      const Response = root.lookupType('ProvisionDeviceResponseMsg');
+      const device = await selfSignedClient('proto-provisioned');
+      const payload = Request.encode(
+        Request.fromObject({
+          deviceName: 'x509-proto',
+          credentialsType: 'X509_CERTIFICATE',
+          provisionDeviceCredentialsMsg: {
+            provisionDeviceKey: 'x509-key',
+            provisionDeviceSecret: 'x509-secret',
+          },
+          credentialsDataProto: { validateDeviceX509CertRequestMsg: { hash: device.cert } },
+        }),
+      ).finish();
+      const p = await mqttConnect(
+        t.gw.ports.mqttTls,
+        tlsOptions(undefined, { username: 'provision' }),
+      );
+      try {
+        await p.subscribeAsync('/provision/response', { qos: 1 });
+        const response = nextMessage(p, '/provision/response');
+        await p.publishAsync('/provision/request', Buffer.from(payload), { qos: 1 });
+        const answer = Response.toObject(Response.decode((await response).payload), {
+          enums: String,
+        });
+        assert.deepEqual(answer, {
+          status: 'SUCCESS',
+          credentialsType: 'X509_CERTIFICATE',
+          credentialsValue: bodyOf(device.cert),
+        });
+      } finally {
+        await p.endAsync();
+      }
+      await connectsWith('x509-proto', device);
     });
 
     it('over CoAP: 2.01 with the same body', async () => {
