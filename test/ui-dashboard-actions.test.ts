@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { launchBrowser, newPage, screenshot, signIn } from './helpers/browser.js';
-import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
+import { createDevices, startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { mqttConnect } from './helpers/mqtt.js';
 import { raiseAlarm } from './helpers/notify.js';
 
@@ -17,21 +17,15 @@ import { raiseAlarm } from './helpers/notify.js';
 let t: TestGateway;
 let browser: Browser;
 let page: Page;
-const ids: Record<string, string> = {};
+let ids: Record<string, string> = {};
 
 before(async () => {
   t = await startGateway();
-  const token = await t.adminToken();
-  for (const [name, type] of [
+  ids = await createDevices(t, [
     ['Press 1', 'press'],
     ['Press 2', 'press'],
     ['Oven 1', 'oven'],
-  ]) {
-    const q = `?accessToken=${name.replace(' ', '-').toLowerCase()}`;
-    const res = await t.api(`/api/device${q}`, { token, body: { name, type } });
-    assert.equal(res.status, 200);
-    ids[name] = ((await res.json()) as { id: { id: string } }).id.id;
-  }
+  ]);
   for (const [user, pressure] of [
     ['press-1', 2.5],
     ['press-2', 1.25],

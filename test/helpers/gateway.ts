@@ -107,14 +107,16 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   };
 }
 
-/** Creates a device through the REST API and returns its id and access token. */
+/** Creates a device (of profile `type`, else the default) through the REST API; its id and token. */
 export async function createDevice(
   t: TestGateway,
   name: string,
   accessToken?: string,
+  type?: string,
 ): Promise<{ id: string; token: string }> {
   const q = accessToken ? `?accessToken=${encodeURIComponent(accessToken)}` : '';
-  const res = await t.api(`/api/device${q}`, { body: { name }, token: await t.adminToken() });
+  const body = type ? { name, type } : { name };
+  const res = await t.api(`/api/device${q}`, { body, token: await t.adminToken() });
   if (res.status !== 200)
     throw new Error(`create device failed: ${res.status} ${await res.text()}`);
   const device = (await res.json()) as { id: { id: string } };
@@ -123,6 +125,17 @@ export async function createDevice(
   });
   const { credentialsId } = (await creds.json()) as { credentialsId: string };
   return { id: device.id.id, token: credentialsId };
+}
+
+/** Creates devices `[name, profile]` whose tokens are their names in lower case, "-" for spaces. */
+export async function createDevices(
+  t: TestGateway,
+  list: ReadonlyArray<readonly [string, string]>,
+): Promise<Record<string, string>> {
+  const ids: Record<string, string> = {};
+  for (const [name, type] of list)
+    ids[name] = (await createDevice(t, name, name.replaceAll(' ', '-').toLowerCase(), type)).id;
+  return ids;
 }
 
 /** Polls `check` until it returns a truthy value or the timeout passes. */

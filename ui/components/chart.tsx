@@ -18,6 +18,21 @@ export interface ChartSeries {
 
 const COLORS = ['#1565c0', '#c62828', '#2e7d32', '#ef6c00', '#6a1b9a', '#00838f', '#5d4037'];
 
+/**
+ * The y axis as wide as its longest label: uPlot's fixed 50 px cut large values ("10,000")
+ * down to their last digits.
+ */
+function fitAxis(u: uPlot, values: string[] | null, axisIdx: number): number {
+  const axis = u.axes[axisIdx] as { font?: unknown; gap?: number; ticks?: { size?: number } };
+  const longest = (values ?? []).reduce(
+    (a, v) => (String(v).length > a.length ? String(v) : a),
+    '',
+  );
+  u.ctx.font = String(Array.isArray(axis.font) ? axis.font[0] : (axis.font ?? ''));
+  const text = longest ? u.ctx.measureText(longest).width / devicePixelRatio : 0;
+  return Math.ceil(Math.max(50, text + (axis.ticks?.size ?? 10) + (axis.gap ?? 5) + 4));
+}
+
 /** Aligns the series on the union of their timestamps (uPlot's data shape, seconds on x). */
 export function align(series: ChartSeries[]): uPlot.AlignedData {
   const xs = new Set<number>();
@@ -92,6 +107,7 @@ export function TimeChart(props: {
         },
       },
       scales: { x: { time: true } },
+      axes: [{}, { size: fitAxis }],
       hooks: {
         // A drag zoom holds the chart at the selected range.
         setSelect: [
