@@ -670,3 +670,44 @@ test('targets and templates: every users filter and notification type on the pag
     },
   });
 });
+
+test('inbox: a new notification shows without a reload; marked read and deleted on the page', async () => {
+  const admins = await make('target', {
+    name: 'Inbox of the admins',
+    configuration: { type: 'PLATFORM_USERS', usersFilter: { type: 'TENANT_ADMINISTRATORS' } },
+  });
+  await page.goto(`${t.baseUrl}/notifications`);
+  const inbox = page.locator('ul.inbox');
+  // The list has been read once (earlier tests left notifications, or it says there are none)
+  // before the new one is sent: it can only appear by the live update.
+  await page.locator('ul.inbox li, p:text("No notifications.")').first().waitFor();
+  await adminPost('/api/notification/request', {
+    template: {
+      configuration: {
+        deliveryMethodsTemplates: {
+          WEB: {
+            method: 'WEB',
+            enabled: true,
+            subject: 'Shift change',
+            body: 'Night shift on duty',
+          },
+        },
+      },
+    },
+    targets: [admins],
+  });
+  const item = inbox.locator('li', { hasText: 'Shift change' });
+  await item.getByText('Night shift on duty').waitFor();
+  await item.getByRole('button', { name: 'Mark read' }).click();
+  await item.getByRole('button', { name: 'Mark read' }).waitFor({ state: 'detached' });
+  await screenshot(page, 'notifications-inbox');
+  await item.getByRole('button', { name: 'Delete Shift change' }).click();
+  await item.waitFor({ state: 'detached' });
+  const left = await adminGet<{ data: Array<{ subject: string | null }> }>(
+    '/api/notifications?pageSize=100&page=0',
+  );
+  assert.equal(
+    left.data.some((n) => n.subject === 'Shift change'),
+    false,
+  );
+});

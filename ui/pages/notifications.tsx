@@ -1,8 +1,13 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { ErrorText, formatTs, Paging, useAction, useLoad } from '../components/ui.js';
 import { api, type Id, type PageData, qs } from '../lib/api.js';
+import { useApp } from '../lib/app-context.js';
 
-/** The user's notification inbox (ThingsBoard's paths): unread first filter, mark read. */
+/**
+ * The user's notification inbox (ThingsBoard's paths): unread first filter, mark read, delete;
+ * read again whenever the unread count changes (pushed over the socket), so a new notification
+ * shows without a reload.
+ */
 
 interface Notification {
   id: Id;
@@ -24,7 +29,12 @@ export function NotificationsPage() {
     [page, unreadOnly],
   );
   const act = useAction();
-  const read = (path: string) => void act.run(() => api(path, { method: 'PUT' })).then(list.reload);
+  const { live } = useApp();
+  const reload = list.reload;
+  useEffect(() => live.subscribeUnreadCount(reload), [live, reload]);
+  const call = (path: string, method: 'PUT' | 'DELETE') =>
+    void act.run(() => api(path, { method })).then(list.reload);
+  const read = (path: string) => call(path, 'PUT');
   return (
     <section class="stack">
       <div class="bar">
@@ -50,11 +60,20 @@ export function NotificationsPage() {
               <span class="muted">{formatTs(n.createdTime)}</span>
             </div>
             <p>{n.text}</p>
-            {n.status !== 'READ' && (
-              <button type="button" onClick={() => read(`/api/notification/${n.id.id}/read`)}>
-                Mark read
+            <div class="row">
+              {n.status !== 'READ' && (
+                <button type="button" onClick={() => read(`/api/notification/${n.id.id}/read`)}>
+                  Mark read
+                </button>
+              )}
+              <button
+                type="button"
+                aria-label={`Delete ${n.subject ?? n.type}`}
+                onClick={() => call(`/api/notification/${n.id.id}`, 'DELETE')}
+              >
+                Delete
               </button>
-            )}
+            </div>
           </li>
         ))}
       </ul>
