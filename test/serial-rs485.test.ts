@@ -4,8 +4,10 @@
  * device lastError "RS-485 mode not offered by <port>: ENOTTY"), keep retrying it as an unplugged
  * port, not crash, and use the same port once the setting is taken out. The kernel accepting the
  * mode needs a real UART (docs/connectors.md); the bytes it is handed: test/edge-native.test.ts.
+ * Also: the other per-port settings, read back from the pty with stty.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { SerialPort } from 'serialport';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
@@ -17,7 +19,7 @@ import {
   startRtuSlave,
 } from './helpers/modbus.js';
 
-describe('RS-485 mode on serial ports', () => {
+describe('per-port serial settings: RS-485 mode, low latency, line settings', () => {
   let t: TestGateway;
   let admin: string;
   let linePair: SocatPair;
@@ -254,6 +256,58 @@ describe('RS-485 mode on serial ports', () => {
       assert.equal((await bare.api('/healthz')).status, 200);
     } finally {
       await bare.close();
+    }
+  });
+
+  it('the other per-port settings reach the port: baud rate, stop bits, RTS/CTS (text lines), baud rate (Modbus)', async () => {
+    // Read back with stty while the gateway holds the port (root passes serialport's TIOCEXCL).
+    // A pty keeps baud rate, stop bits and RTS/CTS, but forces 8 data bits and no parity
+    // (Linux's pty_set_termios), so those two cannot be seen here.
+    const pair = await SocatPair.create();
+    const stty = () => execFileSync('stty', ['-F', pair.a, '-a'], { encoding: 'utf8' });
+    try {
+      assert.doesNotMatch(stty(), /speed 4800 baud|(?<!-)cstopb|(?<!-)crtscts/);
+      const id = await save({
+        name: 'line settings',
+        type: 'SERIAL',
+        enabled: true,
+        configuration: {
+          devices: [
+            {
+              port: pair.a,
+              baudrate: 4800,
+              bytesize: 7,
+              parity: 'E',
+              stopbits: 2,
+              rtscts: true,
+              format: 'json',
+              deviceName: 'Settings',
+            },
+          ],
+        },
+      });
+      await waitFor(async () => (await status(id)).lines[0]?.open, 15_000, 'the port open');
+      const open = stty();
+      assert.match(open, /speed 4800 baud/);
+      assert.match(open, /(?<!-)cstopb/);
+      assert.match(open, /(?<!-)crtscts/);
+      await t.api(`/api/connector/${id}`, { method: 'DELETE', token: admin });
+
+      const modbus = await save({
+        name: 'modbus settings',
+        type: 'MODBUS',
+        enabled: true,
+        configuration: {
+          master: { slaves: [{ ...rtuSlave(), port: pair.a, baudrate: 57600, stopbits: 1 }] },
+        },
+      });
+      await waitFor(async () => (await status(modbus)).lines[0]?.open, 15_000, 'the line open');
+      const line = stty();
+      assert.match(line, /speed 57600 baud/);
+      assert.match(line, /-cstopb/);
+      await t.api(`/api/connector/${modbus}`, { method: 'DELETE', token: admin });
+    } finally {
+      await pair.close();
     }
   });
 });
