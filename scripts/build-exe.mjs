@@ -1,8 +1,9 @@
 // Builds the single executables dist/edge-gateway-linux-x64 and dist/edge-gateway-linux-arm64:
 // Node 24's own binary (the npm packages node-linux-<arch>) with a Node single executable
 // application blob injected (postject). The blob holds the server bundle (CommonJS, as Node 24's
-// SEA main must be) and, as assets, the native addons (better-sqlite3, serialport), better-sqlite3's
-// JavaScript and the web page; src/sea.ts writes those to the cache folder at start.
+// SEA main must be) and, as assets, the native addons (better-sqlite3, serialport, our own
+// native/edge_native.c), better-sqlite3's JavaScript and the web page; src/sea.ts writes those to
+// the cache folder at start.
 //
 //   node scripts/build-exe.mjs [--arch x64|arm64|all]     (npm run build:exe: all)
 //
@@ -31,6 +32,7 @@ import { dirname, join, relative } from 'node:path';
 import * as esbuild from 'esbuild';
 import { buildUi } from './build-ui.mjs';
 import { NODE_FLAGS, ROOT, serverOptions } from './esbuild.mjs';
+import { compileNative, nodeHeaders } from './native.mjs';
 
 const require = createRequire(import.meta.url);
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
@@ -176,7 +178,8 @@ async function crossCompile(arch, pkgDir, parts, target, extraArgs = []) {
  * x64 (the machine that builds): the Node-API prebuilds that better-sqlite3 and
  * @serialport/bindings-cpp ship in their npm packages. arm64: both compiled here from the
  * packages' sources with the cross compiler (crossCompile), against Node 24's arm64 headers.
- * Node-API is ABI-stable, so either works with every Node 24.
+ * Node-API is ABI-stable, so either works with every Node 24. Both arches' edge_native.node is
+ * compiled here (scripts/native.mjs: cc, or aarch64-linux-gnu-gcc).
  */
 async function addons(arch) {
   const bs3 = dirname(require.resolve('better-sqlite3/package.json'));
@@ -209,6 +212,18 @@ async function addons(arch) {
             'bindings',
           ),
         };
+  // The gateway's own addon (native/edge_native.c), compiled for the arch with plain gcc.
+  const native = await compileNative({
+    cc: arch === 'x64' ? (process.env.CC ?? 'cc') : `${CROSS[arch]}-gcc`,
+    headers: nodeHeaders([await nodePackage(arch)]),
+    arch,
+    out: join(ROOT, 'dist', 'sea', arch, 'edge_native.node'),
+  });
+  if (native.missing)
+    throw new Error(
+      `edge_native.node for linux-${arch}: ${native.missing} (apt-get install gcc libc6-dev, or gcc-${CROSS.arm64})`,
+    );
+  files['edge_native.node'] = native.file;
   for (const [name, file] of Object.entries(files)) {
     if (!existsSync(file)) throw new Error(`${name} for linux-${arch}: ${file} is missing`);
     // e_machine at byte 18 of the ELF header: 62 x86-64, 183 AArch64.

@@ -48,7 +48,11 @@ async function main(argv: readonly string[]): Promise<number> {
 
   const gateway = createGateway(loaded.config, {
     secrets: loaded.secrets,
-    ...(sea && { sqliteAddon: sea.sqliteAddon, uiDir: sea.uiDir }),
+    ...(sea && {
+      sqliteAddon: sea.sqliteAddon,
+      uiDir: sea.uiDir,
+      nativeAddonFile: sea.nativeAddonFile,
+    }),
   });
   const log = gateway.loggers.gateway;
   if (sea) log.info({ cacheDir: sea.dir, written: sea.written }, 'executable files ready');

@@ -6,7 +6,8 @@ import { loadAddon, type SqliteAddon } from './db/sqlite-addon.js';
 
 /**
  * The single executable (scripts/build-exe.mjs) carries the files the bundle finds in
- * node_modules and dist/ otherwise: the native addons of better-sqlite3 and serialport,
+ * node_modules and dist/ otherwise: the native addons of better-sqlite3 and serialport and our
+ * own (edge_native.node),
  * better-sqlite3's JavaScript (for the checkpoint worker), and the web page. At start they are written to the cache folder (once per
  * build: files already there with the right SHA-256 are kept) and the addon is loaded with
  * `process.dlopen`, which needs a file.
@@ -24,6 +25,8 @@ export interface SeaManifest {
 export interface SeaFiles {
   readonly sqliteAddon: SqliteAddon;
   readonly uiDir: string;
+  /** The gateway's own addon (native/edge_native.c), loaded by gateway.ts. */
+  readonly nativeAddonFile: string;
   /** Where the files are, and how many had to be written now. */
   readonly dir: string;
   readonly written: number;
@@ -81,6 +84,7 @@ export function unpackSeaFiles(cacheDir: string): SeaFiles {
       moduleFile: join(dir, 'better-sqlite3.cjs'),
     },
     uiDir: join(dir, 'ui'),
+    nativeAddonFile: join(dir, 'edge_native.node'),
     dir,
     written,
   };

@@ -70,7 +70,12 @@ function httpsGet(
 export async function smokeTest(
   command: readonly string[],
   dir: string,
-  opts: { timeoutMs: number; env?: Record<string, string> },
+  opts: {
+    timeoutMs: number;
+    env?: Record<string, string>;
+    /** The errno of TIOCSRS485 on a pty: ENOTTY (the kernel's), ENOSYS under qemu-user. */
+    rs485Errno?: string;
+  },
 ) {
   const { timeoutMs } = opts;
   const dataDir = join(dir, 'data');
@@ -92,6 +97,7 @@ export async function smokeTest(
     const [build] = await readdir(join(dataDir, 'cache'));
     for (const addon of ['better_sqlite3.node', 'serialport.node'])
       assert.ok((await stat(join(dataDir, 'cache', build, addon))).size > 1e5, addon);
+    assert.ok((await stat(join(dataDir, 'cache', build, 'edge_native.node'))).size > 1e3);
 
     const text = await readFile(join(dataDir, 'initial-admin.txt'), 'utf8');
     const username = /email: (\S+)/.exec(text)?.[1];
@@ -189,6 +195,46 @@ export async function smokeTest(
       );
     } finally {
       await pair.close();
+    }
+
+    // RS-485 mode on a pty: the executable's own addon (edge_native.node) makes the ioctl, and
+    // its refusal comes back in the status (without the addon: "not available").
+    const errno = opts.rs485Errno ?? 'ENOTTY';
+    const rs485Pair = await SocatPair.create();
+    try {
+      const connector = await fetch(`${base}/api/connector`, {
+        method: 'POST',
+        headers: auth,
+        body: JSON.stringify({
+          name: 'smoke-rs485',
+          type: 'SERIAL',
+          enabled: true,
+          configuration: {
+            devices: [
+              {
+                port: rs485Pair.a,
+                format: 'json',
+                deviceName: 'smoke-rs485',
+                rs485: { enabled: true },
+              },
+            ],
+          },
+        }),
+      });
+      assert.equal(connector.status, 200, await connector.clone().text());
+      const { id } = (await connector.json()) as { id: string };
+      await waitFor(
+        async () => {
+          const res = await fetch(`${base}/api/connector/${id}/status`, { headers: auth });
+          const { lines } = (await res.json()) as { lines: Array<{ lastError: string | null }> };
+          return lines[0]?.lastError === `RS-485 mode not offered by ${rs485Pair.a}: ${errno}`;
+        },
+        timeoutMs,
+        'the RS-485 refusal from the addon',
+      );
+      await fetch(`${base}/api/connector/${id}`, { method: 'DELETE', headers: auth });
+    } finally {
+      await rs485Pair.close();
     }
 
     // TLS with the certificate the executable generated on this first start.
