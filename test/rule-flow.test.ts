@@ -1,8 +1,9 @@
 /**
  * Flow nodes (rule-engine reference §1.1, §1.2) over real sockets: a root chain calls a child
- * chain with a rule chain node; the child's output nodes send the message back, and their names
- * route it on in the root chain: "Hot" to a save timeseries node (read back over REST), "Cold"
- * to a shared attribute that the subscribed MQTT device receives. The labels endpoints, legacy
+ * chain with a rule chain node (its filter a TBEL script that is also JavaScript); the child's
+ * output nodes send the message back, and their names route it on in the root chain: "Hot" to a
+ * save timeseries node (read back over REST), "Cold" to a shared attribute that the subscribed
+ * MQTT device receives. The labels endpoints, legacy
  * `ruleChainConnections` turned into rule chain nodes on import, the bulk export/import of
  * ThingsBoard's `RuleChainData` with its ids rewritten, and two chains that call each other: the
  * message goes to Failure at the depth bound and is counted.
@@ -49,10 +50,16 @@ describe('rule chain and output nodes', () => {
       chainFile(
         'Classify',
         [
+          // TBEL that is also JavaScript runs as written (issue 14 item 5); the JS field is
+          // not the one that runs.
           [
             'filter.TbJsFilterNode',
             'Is hot',
-            { scriptLang: 'JS', jsScript: 'return msg.temperature > 50;' },
+            {
+              scriptLang: 'TBEL',
+              tbelScript: 'return msg.temperature > 50;',
+              jsScript: 'return false;',
+            },
           ],
           [
             'transform.TbTransformMsgNode',
