@@ -9,10 +9,10 @@ import { registerAlarmMetrics } from './alarms/alarm-metrics.js';
 import { AlarmRetention } from './alarms/alarm-retention.js';
 import { AlarmService } from './alarms/alarm-service.js';
 import { AttributeService } from './attributes/attribute-service.js';
-import { OwnerAttributeService } from './attributes/owner-attributes.js';
+import { OwnerAttributeService, type OwnerType } from './attributes/owner-attributes.js';
 import { AuditService } from './audit/audit-service.js';
 import { AuthService } from './auth/auth-service.js';
-import type { SharedDeviceAccess } from './auth/authorization.js';
+import type { OwnerRef, SharedDeviceAccess } from './auth/authorization.js';
 import { DeviceAuthThrottle } from './auth/device-auth-throttle.js';
 import { ClaimService } from './claims/claim-service.js';
 import { ServerClock } from './common/clock.js';
@@ -820,6 +820,16 @@ export interface Services {
   readonly upstream: UpstreamService;
 }
 
+/** The tenant, a customer or a user by id, as the attribute decision sees it (or undefined). */
+function ownerRefs(s: Pick<Services, 'tenants' | 'customers' | 'users'>) {
+  return (type: OwnerType, id: string): OwnerRef | undefined => {
+    if (type === 'TENANT') return id === s.tenants.id ? { type, id } : undefined;
+    if (type === 'CUSTOMER') return s.customers.exists(id) ? { type, id } : undefined;
+    const row = s.users.row(id);
+    return row && { type, id, user: { id, customerId: row.customer_id } };
+  };
+}
+
 /**
  * The one processing entry point (issue 13): every committed message goes here, off the
  * acknowledgement path: the rule engine (the root chain, or a profile's default chain), whose
@@ -1215,6 +1225,7 @@ async function buildServices(
     attributes,
     alarms,
     owners: ownerAttributes,
+    ownerRef: ownerRefs({ tenants, customers, users }),
     shared: sharedDevices(groups),
     notifications: notifications.service,
     userActive: (id) => users.row(id)?.enabled === 1,
@@ -1443,12 +1454,7 @@ function apiRoutes(
       path: '/api/plugins/telemetry',
       app: ownerAttributeRoutes({
         attributes: s.ownerAttributes,
-        tenantId: () => s.tenants.id,
-        customerExists: (id) => s.customers.exists(id),
-        userRef: (id) => {
-          const row = s.users.row(id);
-          return row && { id: row.id, customerId: row.customer_id };
-        },
+        ownerRef: ownerRefs(s),
         requireUser: user,
       }),
     },

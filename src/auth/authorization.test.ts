@@ -10,11 +10,14 @@ import {
   assertCanReadUser,
   assertCanWriteDevice,
   assertCanWriteUser,
+  assertOwnerAttributeAccess,
   assertTenantAdmin,
   canReadCustomer,
   canReadDashboard,
   canReadUser,
   deviceAccess,
+  type OwnerRef,
+  ownerAttributeAccess,
 } from './authorization.js';
 
 const admin: Principal = {
@@ -109,6 +112,29 @@ describe('authorization', () => {
       canReadDashboard({ ...cu, customerId: null }, { ...board, sharedWithCaller: true }),
       false,
     );
+  });
+
+  it('owner attributes: the tenant admin all; a customer user its own user and its customer', () => {
+    const me: OwnerRef = { type: 'USER', id: 'me', user: { id: 'me', customerId: 'A' } };
+    const peer: OwnerRef = { type: 'USER', id: 'p', user: { id: 'p', customerId: 'A' } };
+    const other: OwnerRef = { type: 'USER', id: 'o', user: { id: 'o', customerId: 'B' } };
+    const own: OwnerRef = { type: 'CUSTOMER', id: 'A' };
+    const foreign: OwnerRef = { type: 'CUSTOMER', id: 'B' };
+    const tenant: OwnerRef = { type: 'TENANT', id: 't' };
+    for (const o of [me, peer, other, own, foreign, tenant])
+      assert.equal(ownerAttributeAccess(admin, o), 'write');
+    assert.deepEqual(
+      [me, peer, other, own, foreign, tenant].map((o) => ownerAttributeAccess(cu, o)),
+      ['write', 'none', 'none', 'read', 'none', 'none'],
+    );
+    // REST: 404 for what the caller cannot see, 403 for what it sees without the right.
+    assertOwnerAttributeAccess(cu, me, 'write');
+    assertOwnerAttributeAccess(cu, own, 'read');
+    assert.throws(() => assertOwnerAttributeAccess(cu, own, 'write'), ForbiddenError);
+    assert.throws(() => assertOwnerAttributeAccess(cu, peer, 'read'), ForbiddenError);
+    assert.throws(() => assertOwnerAttributeAccess(cu, tenant, 'read'), ForbiddenError);
+    assert.throws(() => assertOwnerAttributeAccess(cu, other, 'read'), NotFoundError);
+    assert.throws(() => assertOwnerAttributeAccess(cu, foreign, 'read'), NotFoundError);
   });
 
   it('only a customer user with a customer claims devices', () => {

@@ -52,6 +52,42 @@ export function assertCanWriteUser(principal: Principal, user: UserRef): void {
   if (!isTenantAdmin(principal) && principal.userId !== user.id) throw new ForbiddenError();
 }
 
+/** An entity with attributes besides devices (the tenant, a customer, a user) as authorization sees it. */
+export type OwnerRef =
+  | { readonly type: 'TENANT'; readonly id: string }
+  | { readonly type: 'CUSTOMER'; readonly id: string }
+  | { readonly type: 'USER'; readonly id: string; readonly user: UserRef };
+
+/**
+ * The one decision on the attributes of the tenant, a customer or a user (CE permissions, §6.2),
+ * for REST and WebSocket subscriptions alike: the tenant admin writes all of them; a customer user
+ * writes its own user's (READ_ATTRIBUTES/WRITE_ATTRIBUTES on itself), reads its own customer's, and
+ * nothing else (a peer user gives READ but not READ_ATTRIBUTES; the tenant gives no permission).
+ */
+export function ownerAttributeAccess(principal: Principal, owner: OwnerRef): Access {
+  if (isTenantAdmin(principal)) return 'write';
+  if (principal.authority !== 'CUSTOMER_USER') return 'none';
+  if (owner.type === 'USER') return principal.userId === owner.id ? 'write' : 'none';
+  if (owner.type === 'CUSTOMER') return canReadCustomer(principal, owner.id) ? 'read' : 'none';
+  return 'none';
+}
+
+/**
+ * REST refusals of `ownerAttributeAccess`: 404 for a customer or user the caller may not even see
+ * (ids of others do not leak), 403 for the tenant, a peer user, or a write with read access.
+ */
+export function assertOwnerAttributeAccess(
+  principal: Principal,
+  owner: OwnerRef,
+  op: 'read' | 'write',
+): void {
+  const access = ownerAttributeAccess(principal, owner);
+  if (access === 'write' || (access === 'read' && op === 'read')) return;
+  if (owner.type === 'CUSTOMER') assertCanReadCustomer(principal, owner.id);
+  if (owner.type === 'USER') assertCanReadUser(principal, owner.user);
+  throw new ForbiddenError();
+}
+
 /**
  * A dashboard as authorization sees it: the customers it is assigned to, and whether a DASHBOARD
  * group holding it is shared with the caller's customer (PE sharing, reference §6.3).

@@ -15,9 +15,14 @@ import {
   statusListFilter,
 } from '../alarms/types.js';
 import type { AttributeService } from '../attributes/attribute-service.js';
-import type { OwnerAttributeService } from '../attributes/owner-attributes.js';
+import type {
+  OwnerAttributeService,
+  OwnerScope,
+  OwnerType,
+} from '../attributes/owner-attributes.js';
 import type { AttributeScope, TypedAttributeKv } from '../attributes/types.js';
 import type { Principal } from '../auth/auth-service.js';
+import { type OwnerRef, ownerAttributeAccess } from '../auth/authorization.js';
 import type { Device } from '../devices/device-service.js';
 import { ValidationError } from '../errors.js';
 import type { TelemetryPoint } from '../events.js';
@@ -80,8 +85,13 @@ export interface SubContext {
   readonly telemetry: Pick<TelemetryService, 'query'>;
   readonly attributes: Pick<AttributeService, 'get'>;
   readonly alarms: Pick<AlarmService, 'list'>;
-  /** User, customer and tenant attributes: dynamic values of key filters (absent: defaults). */
-  readonly owners?: Pick<OwnerAttributeService, 'value'>;
+  /**
+   * User, customer and tenant attributes: dynamic values of key filters (absent: defaults) and
+   * `ATTRIBUTES` subscriptions on those entities (absent: refused).
+   */
+  readonly owners?: Pick<OwnerAttributeService, 'value' | 'get'>;
+  /** The tenant, a customer or a user by id, for the attribute decision (absent: refused). */
+  readonly ownerRef?: (type: OwnerType, id: string) => OwnerRef | undefined;
   /** The caller's inbox; absent when the gateway has no notification domain. */
   readonly notifications?: NotificationInbox;
   now(): number;
@@ -109,6 +119,16 @@ export interface Sub {
   readonly dynamicSources?: readonly DynamicSource[];
   /** One of `dynamicSources` changed: the query runs again. */
   onDynamicValue?(): void;
+  /** Attributes of a user, customer or tenant were saved or deleted. */
+  onOwnerAttributes?(ev: OwnerAttributesChange): void;
+}
+
+/** What `ownerAttributes.updated` says: whose attributes of which scope changed. */
+export interface OwnerAttributesChange {
+  readonly entityType: OwnerType;
+  readonly entityId: string;
+  readonly scope: OwnerScope;
+  readonly keys: readonly string[];
 }
 
 /** A subscription for `cmd`, or undefined for a one-shot command already answered. */
@@ -116,8 +136,12 @@ export function createSub(cmd: RawCmd, cmdId: number, ctx: SubContext): Sub | un
   switch (cmd.type) {
     case 'TIMESERIES':
       return new TsSub(readTsSubCmd(cmd.body), ctx);
-    case 'ATTRIBUTES':
-      return new AttrSub(readAttrSubCmd(cmd.body), ctx);
+    case 'ATTRIBUTES': {
+      const attr = readAttrSubCmd(cmd.body);
+      return OWNER_TYPES.includes(attr.entityType)
+        ? new OwnerAttrSub(attr, ctx)
+        : new AttrSub(attr, ctx);
+    }
     case 'TIMESERIES_HISTORY':
       history(cmd.body, ctx);
       return undefined;
@@ -309,6 +333,69 @@ class AttrSub extends LegacySub {
       data[kv.key] = [[kv.lastUpdateTs, attributeText(kv)]];
     }
     if (Object.keys(data).length > 0) this.ctx.send(legacyUpdate(this.attr.cmdId, data));
+  }
+}
+
+const OWNER_TYPES: readonly string[] = ['USER', 'CUSTOMER', 'TENANT'];
+const OWNER_SCOPES: readonly OwnerScope[] = ['SHARED_SCOPE', 'SERVER_SCOPE'];
+
+/**
+ * ATTRIBUTES / `attrSubCmds` on a user, customer or tenant (§4.2): allowed by the one attribute
+ * decision (`ownerAttributeAccess`, READ_ATTRIBUTES), else ThingsBoard's Unauthorized update.
+ * These entities hold server and shared attributes (CLIENT_SCOPE is devices' only: nothing comes).
+ * A deleted key goes out as for devices: ts 0 and an empty value.
+ */
+class OwnerAttrSub implements Sub {
+  readonly #type: OwnerType;
+  readonly #keys: ReadonlySet<string> | undefined;
+  readonly #scopes: readonly OwnerScope[];
+
+  constructor(
+    private readonly attr: AttrSubCmd,
+    private readonly ctx: SubContext,
+  ) {
+    this.#type = attr.entityType as OwnerType;
+    this.#keys = attr.keys ? new Set(attr.keys) : undefined;
+    this.#scopes = OWNER_SCOPES.filter((s) => !attr.scope || s === attr.scope);
+  }
+
+  devices(): Iterable<string> {
+    return [];
+  }
+
+  start(): void {
+    const { ctx, attr } = this;
+    const ref = ctx.ownerRef?.(this.#type, attr.entityId);
+    if (!ctx.owners || !ref || ownerAttributeAccess(ctx.principal, ref) === 'none') {
+      ctx.send(unauthorized(attr.cmdId));
+      ctx.end(this);
+      return;
+    }
+    const data: LegacyData = {};
+    for (const scope of this.#scopes) {
+      for (const kv of ctx.owners.get(this.#type, attr.entityId, scope, attr.keys))
+        data[kv.key] = [[kv.lastUpdateTs, attributeText(kv)]];
+    }
+    ctx.send(legacyUpdate(attr.cmdId, data));
+  }
+
+  dispose(): void {}
+
+  onOwnerAttributes(ev: OwnerAttributesChange): void {
+    const { ctx, attr } = this;
+    if (ev.entityType !== this.#type || ev.entityId !== attr.entityId) return;
+    if (!this.#scopes.includes(ev.scope) || !ctx.owners) return;
+    const keys = ev.keys.filter((k) => !this.#keys || this.#keys.has(k));
+    if (keys.length === 0) return;
+    const now = new Map(
+      ctx.owners.get(this.#type, attr.entityId, ev.scope, keys).map((kv) => [kv.key, kv]),
+    );
+    const data: LegacyData = {};
+    for (const key of keys) {
+      const kv = now.get(key);
+      data[key] = kv ? [[kv.lastUpdateTs, attributeText(kv)]] : [[0, '']];
+    }
+    ctx.send(legacyUpdate(attr.cmdId, data));
   }
 }
 

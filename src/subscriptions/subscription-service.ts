@@ -13,10 +13,10 @@ import type { Logger } from 'pino';
 import type { AlarmService } from '../alarms/alarm-service.js';
 import type { AlarmEvent } from '../alarms/types.js';
 import type { AttributeService } from '../attributes/attribute-service.js';
-import type { OwnerAttributeService } from '../attributes/owner-attributes.js';
+import type { OwnerAttributeService, OwnerType } from '../attributes/owner-attributes.js';
 import type { AttributeScope, TypedAttributeKv } from '../attributes/types.js';
 import type { Principal } from '../auth/auth-service.js';
-import type { SharedDeviceAccess } from '../auth/authorization.js';
+import type { OwnerRef, SharedDeviceAccess } from '../auth/authorization.js';
 import type { DeviceService } from '../devices/device-service.js';
 import { GatewayError } from '../errors.js';
 import type { EventBus, GatewayEvents, TelemetryPoint } from '../events.js';
@@ -45,10 +45,12 @@ export interface SubscriptionServiceDeps {
   readonly attributes: Pick<AttributeService, 'get'>;
   readonly alarms: Pick<AlarmService, 'list'>;
   /**
-   * User, customer and tenant attributes: dynamic values of key filters (absent: their defaults);
-   * their changes arrive as `ownerAttributes.updated` events.
+   * User, customer and tenant attributes: dynamic values of key filters (absent: their defaults)
+   * and `ATTRIBUTES` subscriptions; their changes arrive as `ownerAttributes.updated` events.
    */
-  readonly owners?: Pick<OwnerAttributeService, 'value'>;
+  readonly owners?: Pick<OwnerAttributeService, 'value' | 'get'>;
+  /** The tenant, a customer or a user by id (`ATTRIBUTES` subscriptions on them; absent: refused). */
+  readonly ownerRef?: (type: OwnerType, id: string) => OwnerRef | undefined;
   readonly shared: SharedDeviceAccess;
   /** Users' inboxes (NOTIFICATIONS commands); their changes arrive as `notification.*` events. */
   readonly notifications?: NotificationInbox;
@@ -193,6 +195,8 @@ export class SubscriptionService {
   readonly #alarmSubs = new Set<Sub>();
   readonly #deviceSetSubs = new Set<Sub>();
   readonly #inboxSubs = new Set<Sub>();
+  /** `ATTRIBUTES` subscriptions on users, customers and the tenant. */
+  readonly #ownerSubs = new Set<Sub>();
   /** Subscriptions whose key filters read user, customer or tenant attributes. */
   readonly #dynamicSubs = new Set<Sub>();
   readonly #resolver: EntityResolver;
@@ -231,7 +235,11 @@ export class SubscriptionService {
       ),
     );
     bus.on(OWNER, 'alarm', (ev) => this.#alarm(ev));
-    bus.on(OWNER, 'ownerAttributes.updated', (ev) => this.#dynamicValues(ev));
+    bus.on(OWNER, 'ownerAttributes.updated', (ev) => {
+      this.#dynamicValues(ev);
+      if (this.#ownerSubs.size > 0)
+        this.#each(this.#ownerSubs, 'owner attributes', (s) => s.onOwnerAttributes?.(ev));
+    });
     const changed = () => this.#devicesChanged();
     bus.on(OWNER, 'device.created', changed);
     bus.on(OWNER, 'device.updated', changed);
@@ -292,6 +300,7 @@ export class SubscriptionService {
       attributes: this.deps.attributes,
       alarms: this.deps.alarms,
       owners: this.deps.owners,
+      ownerRef: this.deps.ownerRef,
       notifications: this.deps.notifications,
       now: () => this.#now(),
       reindex: (sub) => {
@@ -317,6 +326,7 @@ export class SubscriptionService {
     if (sub.onAlarm) this.#alarmSubs.add(sub);
     if (sub.onDevicesChanged) this.#deviceSetSubs.add(sub);
     if (sub.onInbox) this.#inboxSubs.add(sub);
+    if (sub.onOwnerAttributes) this.#ownerSubs.add(sub);
     if (sub.dynamicSources?.length) this.#dynamicSubs.add(sub);
   }
 
@@ -331,6 +341,7 @@ export class SubscriptionService {
     this.#alarmSubs.delete(sub);
     this.#deviceSetSubs.delete(sub);
     this.#inboxSubs.delete(sub);
+    this.#ownerSubs.delete(sub);
     this.#dynamicSubs.delete(sub);
   }
 

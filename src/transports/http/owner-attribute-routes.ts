@@ -8,12 +8,7 @@ import type {
 } from '../../attributes/owner-attributes.js';
 import { attributeListJson } from '../../attributes/payloads.js';
 import type { Principal } from '../../auth/auth-service.js';
-import {
-  assertCanReadCustomer,
-  assertCanWriteUser,
-  assertTenantAdmin,
-  type UserRef,
-} from '../../auth/authorization.js';
+import { assertOwnerAttributeAccess, type OwnerRef } from '../../auth/authorization.js';
 import { requireUuid } from '../../common/entity.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
 import type { HttpEnv } from './context.js';
@@ -27,20 +22,21 @@ function scopeOf(raw: string | undefined): OwnerScope {
   return raw as OwnerScope;
 }
 
+const NAMES: Record<OwnerType, string> = { TENANT: 'Tenant', CUSTOMER: 'Customer', USER: 'User' };
+
 /**
  * Attributes of customers, the tenant and users (platform.md §3.8 paths with `CUSTOMER`/`TENANT`/
  * `USER`), mounted at `/api/plugins/telemetry`: the dynamic values of alarm rules and dashboard
  * filters live there. A customer user reads its own customer's attributes; only the tenant
  * administrator writes them. User attributes follow ThingsBoard CE's user permissions (§6.2): the
  * tenant administrator reads and writes any user's, a customer user only its own (a peer it may
- * see is 403: CE allows only READ of peers, not READ_ATTRIBUTES).
+ * see is 403: CE allows only READ of peers, not READ_ATTRIBUTES). The decision is
+ * `ownerAttributeAccess`, which WebSocket attribute subscriptions take too.
  */
 export function ownerAttributeRoutes(deps: {
   attributes: OwnerAttributeService;
-  tenantId: () => string;
-  customerExists: (id: string) => boolean;
-  /** The user with this id, or undefined. */
-  userRef: (id: string) => UserRef | undefined;
+  /** The tenant, customer or user with this id, or undefined. */
+  ownerRef: (type: OwnerType, id: string) => OwnerRef | undefined;
   requireUser: RequireUser;
 }) {
   const { attributes } = deps;
@@ -54,21 +50,10 @@ export function ownerAttributeRoutes(deps: {
     op: 'read' | 'write',
   ): { type: OwnerType; id: string } => {
     const id = requireUuid(raw, 'entityId');
-    if (type === 'TENANT') {
-      if (id !== deps.tenantId()) throw new NotFoundError(`Tenant with id [${id}] is not found`);
-      assertTenantAdmin(p);
-      return { type, id };
-    }
-    if (type === 'USER') {
-      const ref = deps.userRef(id);
-      if (!ref) throw new NotFoundError(`User with id [${id}] is not found`);
-      assertCanWriteUser(p, ref);
-      return { type, id };
-    }
-    if (!deps.customerExists(id)) throw new NotFoundError(`Customer with id [${id}] is not found`);
-    assertCanReadCustomer(p, id);
-    if (op === 'write') assertTenantAdmin(p);
-    return { type: 'CUSTOMER', id };
+    const ref = deps.ownerRef(type as OwnerType, id);
+    if (!ref) throw new NotFoundError(`${NAMES[type as OwnerType]} with id [${id}] is not found`);
+    assertOwnerAttributeAccess(p, ref, op);
+    return { type: ref.type, id };
   };
   const owner = ':type{CUSTOMER|TENANT|USER}/:id';
   const keysOf = (raw: string | undefined) => (raw ? raw.split(',') : undefined);
