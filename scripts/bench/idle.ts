@@ -4,6 +4,10 @@
  * figures of one run compare):
  * - `node`: a bare Node process (an interval keeps it alive);
  * - `node + worker`: the same with one eval worker thread under the checkpointer's heap limits;
+ * - `floor`: the least any gateway on this Node can hold: only what its listeners need, no app
+ *   code (http, https, tls, net, dgram, zlib and crypto loaded; better-sqlite3 with an empty WAL
+ *   database; one HTTP, one HTTPS, one TLS and one plain TCP listener for MQTT, one UDP socket for
+ *   CoAP, on the gateway's P-256 kind of certificate made by `openssl`);
  * - `modules`: the bundle evaluated (`--version`, kept alive): every module the gateway imports;
  * - `gateway`: `serve` on an empty database, second start (the TLS certificate exists);
  * - `gateway --https false`: the same without the HTTPS and MQTT-over-TLS listeners;
@@ -12,23 +16,31 @@
  *   its files already in its cache folder (second start);
  * - `baseline executable`: another build's (`--baseline-exe path`);
  * - `gateway VARIANT`: the same with NODE_OPTIONS from `--variant 'name=flags'` (repeatable; words
- *   like `MALLOC_ARENA_MAX=2` go to its environment instead).
+ *   like `MALLOC_ARENA_MAX=2` go to its environment instead);
+ * - `gateway, 1g cgroup`: the gateway in a memory cgroup of that size (`--memory-limit 1g`,
+ *   repeatable; root), sized by V8 as on a box with that much memory (support.ts memoryCgroup).
  * RSS is read from /proc after `--idle` seconds (default 5), with the anonymous and file-backed
- * parts and the thread count; the gateway's V8 heap comes from its /metrics.
+ * parts and the thread count; the gateway's V8 heap comes from its /metrics. `--malloc-trim` then
+ * calls glibc's malloc_trim(0) in each process with gdb and reads its RSS again.
  *
  * Run: npm run bench:idle [-- --runs 3 --idle 5 --variant 'semi=--max-semi-space-size=1'
  *   --exe dist/edge-gateway-linux-x64]
  */
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { BUNDLE, LOOPBACK_EPHEMERAL, spawnGateway } from '../../test/helpers/process.js';
-import { buildBundle, loadAverage } from './support.js';
+import {
+  BUNDLE,
+  LOOPBACK_EPHEMERAL,
+  PROJECT_ROOT,
+  spawnGateway,
+} from '../../test/helpers/process.js';
+import { buildBundle, loadAverage, mallocTrimByGdb, memoryCgroup } from './support.js';
 
 interface Sample {
   readonly rss: number;
@@ -38,6 +50,8 @@ interface Sample {
   readonly heapUsed?: number;
   readonly heapTotal?: number;
   readonly readyMs?: number;
+  /** RSS after glibc's malloc_trim(0) was called in it (`--malloc-trim`). */
+  readonly rssTrimmed?: number;
 }
 
 const MiB = 1024 * 1024;
@@ -55,19 +69,74 @@ async function nodeProcess(
   code: string,
   idleMs: number,
   env: Record<string, string> = {},
+  trimMalloc = false,
 ): Promise<Sample> {
   const child = spawn(process.execPath, ['--input-type=module', '-e', code], {
+    cwd: PROJECT_ROOT,
     stdio: 'ignore',
     env: { PATH: process.env.PATH ?? '', ...env },
   });
   try {
     await sleep(idleMs);
-    return await proc(child.pid ?? 0);
+    const sample = await proc(child.pid ?? 0);
+    return trimMalloc ? { ...sample, rssTrimmed: await trimmed(child.pid ?? 0) } : sample;
   } finally {
     const exited = once(child, 'exit');
     child.kill('SIGKILL');
     await exited;
   }
+}
+
+/** RSS after glibc's malloc_trim(0) in `pid` (gdb). */
+async function trimmed(pid: number): Promise<number> {
+  mallocTrimByGdb(pid);
+  await sleep(500);
+  return (await proc(pid)).rss;
+}
+
+/**
+ * The floor program: Node's modules the gateway's listeners use, SQLite on an empty WAL database
+ * and the listeners themselves, with nothing of the gateway. Its files live in `dir`.
+ */
+function floorProgram(dir: string): string {
+  const key = join(dir, 'key.pem');
+  const cert = join(dir, 'cert.pem');
+  const made = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '30',
+      '-subj',
+      '/CN=localhost',
+    ],
+    { stdio: 'ignore' },
+  );
+  if (made.status !== 0) throw new Error('openssl could not make the floor certificate');
+  return `import http from 'node:http'; import https from 'node:https'; import tls from 'node:tls';
+import net from 'node:net'; import dgram from 'node:dgram'; import 'node:zlib'; import 'node:crypto';
+import { readFileSync } from 'node:fs'; import { createRequire } from 'node:module';
+const Database = createRequire(${JSON.stringify(join(PROJECT_ROOT, 'package.json'))})('better-sqlite3');
+const db = new Database(${JSON.stringify(join(dir, 'floor.db'))});
+db.pragma('journal_mode = WAL');
+db.exec('create table if not exists t (k integer primary key, v blob)');
+const pair = { key: readFileSync(${JSON.stringify(key)}), cert: readFileSync(${JSON.stringify(cert)}) };
+const ok = (_req, res) => res.end('ok');
+http.createServer(ok).listen(0, '127.0.0.1');
+https.createServer(pair, ok).listen(0, '127.0.0.1');
+net.createServer((s) => s.resume()).listen(0, '127.0.0.1');
+tls.createServer(pair, (s) => s.resume()).listen(0, '127.0.0.1');
+dgram.createSocket('udp4').on('message', () => {}).bind(0, '127.0.0.1');`;
 }
 
 async function gateway(
@@ -76,6 +145,7 @@ async function gateway(
   args: readonly string[] = [],
   baseline?: string,
   command?: readonly string[],
+  trimMalloc = false,
 ): Promise<Sample> {
   const start = async (dataDir: string) => {
     const started = performance.now();
@@ -106,6 +176,7 @@ async function gateway(
   try {
     await sleep(idleMs);
     const sample = await proc(gw.pid);
+    const rssTrimmed = trimMalloc ? await trimmed(gw.pid) : undefined;
     const login = await fetch(`${gw.baseUrl}/api/auth/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -122,6 +193,7 @@ async function gateway(
       heapUsed: metric('nodejs_heap_size_used_bytes'),
       heapTotal: metric('nodejs_heap_size_total_bytes'),
       readyMs,
+      rssTrimmed,
     };
   } finally {
     await gw.close();
@@ -137,10 +209,15 @@ async function main(): Promise<void> {
       baseline: { type: 'string' },
       exe: { type: 'string' },
       'baseline-exe': { type: 'string' },
+      'memory-limit': { type: 'string', multiple: true, default: [] },
+      'malloc-trim': { type: 'boolean', default: false },
       'no-build': { type: 'boolean', default: false },
     },
   });
   if (!values['no-build']) buildBundle();
+  const floorDir = await mkdtemp(join(tmpdir(), 'edge-floor-'));
+  const floor = floorProgram(floorDir);
+  const cgroups = await Promise.all((values['memory-limit'] ?? []).map(memoryCgroup));
   const idleMs = Number(values.idle) * 1000;
   // 'name=--flag VAR=value': NAME=value words go to the environment, the rest to NODE_OPTIONS.
   const variants = (values.variant ?? []).map((v) => {
@@ -169,32 +246,48 @@ new Worker('setInterval(() => {}, 1000)', { eval: true,
 await import(${JSON.stringify(BUNDLE)});`;
   const rows = new Map<string, Sample[]>();
   const add = (name: string, s: Sample) => rows.set(name, [...(rows.get(name) ?? []), s]);
+  const mt = values['malloc-trim'];
   for (let run = 0; run < Number(values.runs); run++) {
-    add('node', await nodeProcess(keepAlive, idleMs));
-    add('node + worker', await nodeProcess(worker, idleMs));
-    add('modules', await nodeProcess(modules, idleMs));
-    add('gateway', await gateway(idleMs, {}));
-    add('gateway --https false', await gateway(idleMs, {}, ['--https', 'false']));
-    if (values.baseline) add('baseline gateway', await gateway(idleMs, {}, [], values.baseline));
+    add('node', await nodeProcess(keepAlive, idleMs, {}, mt));
+    add('node + worker', await nodeProcess(worker, idleMs, {}, mt));
+    add('floor (listeners and SQLite, no app code)', await nodeProcess(floor, idleMs, {}, mt));
+    add('modules', await nodeProcess(modules, idleMs, {}, mt));
+    add('gateway', await gateway(idleMs, {}, [], undefined, undefined, mt));
+    add(
+      'gateway --https false',
+      await gateway(idleMs, {}, ['--https', 'false'], undefined, undefined, mt),
+    );
+    if (values.baseline)
+      add('baseline gateway', await gateway(idleMs, {}, [], values.baseline, undefined, mt));
     if (values['baseline-exe'])
       add(
         'baseline executable',
-        await gateway(idleMs, {}, [], undefined, [resolve(values['baseline-exe'])]),
+        await gateway(idleMs, {}, [], undefined, [resolve(values['baseline-exe'])], mt),
       );
     if (values.exe)
-      add('executable', await gateway(idleMs, {}, [], undefined, [resolve(values.exe)]));
-    for (const v of variants) add(`gateway ${v.name}`, await gateway(idleMs, v.env));
+      add('executable', await gateway(idleMs, {}, [], undefined, [resolve(values.exe)], mt));
+    for (const v of variants)
+      add(`gateway ${v.name}`, await gateway(idleMs, v.env, [], undefined, undefined, mt));
+    for (const cg of cgroups)
+      add(
+        `gateway, ${cg.label} cgroup`,
+        await gateway(idleMs, {}, [], undefined, cg.wrap([process.execPath, BUNDLE]), mt),
+      );
   }
+  await rm(floorDir, { recursive: true, force: true });
+  for (const cg of cgroups) await cg.remove();
 
   const f = (n: number | undefined) => (n === undefined ? '' : n.toFixed(1));
+  const trimCol = mt ? ' RSS MB after malloc_trim(0) |' : '';
   console.log(
-    '\n| Process | RSS MB (per run) | anon / file MB | threads | V8 heap used / total MB | start to ready ms |',
+    `\n| Process | RSS MB (per run) | anon / file MB | threads | V8 heap used / total MB | start to ready ms |${trimCol}`,
   );
-  console.log('| --- | --- | --- | --- | --- | --- |');
+  console.log(`| --- | --- | --- | --- | --- | --- |${mt ? ' --- |' : ''}`);
   for (const [name, samples] of rows) {
     const last = samples[samples.length - 1];
+    const trimmedRss = mt ? ` ${samples.map((s) => f(s.rssTrimmed)).join(', ')} |` : '';
     console.log(
-      `| ${name} | ${samples.map((s) => f(s.rss)).join(', ')} | ${f(last.anon)} / ${f(last.file)} | ${last.threads} | ${last.heapUsed === undefined ? '' : `${f(last.heapUsed)} / ${f(last.heapTotal)}`} | ${samples.map((s) => (s.readyMs === undefined ? '' : s.readyMs.toFixed(0))).join(', ')} |`,
+      `| ${name} | ${samples.map((s) => f(s.rss)).join(', ')} | ${f(last.anon)} / ${f(last.file)} | ${last.threads} | ${last.heapUsed === undefined ? '' : `${f(last.heapUsed)} / ${f(last.heapTotal)}`} | ${samples.map((s) => (s.readyMs === undefined ? '' : s.readyMs.toFixed(0))).join(', ')} |${trimmedRss}`,
     );
   }
   const gw = rows.get('gateway') ?? [];

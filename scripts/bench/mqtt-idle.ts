@@ -10,13 +10,27 @@
  *
  * Side by side in one run (the machine is shared): `--baseline path/to/edge-gateway.mjs` runs
  * another build's bundle first, `--variant 'name=NODE_OPTIONS flags'` (repeatable) this bundle
- * with those V8/Node flags, e.g. `--variant 'semi1=--max-semi-space-size=1'`.
+ * with those V8/Node flags, e.g. `--variant 'semi1=--max-semi-space-size=1'`; `--memory-limit 1g`
+ * (repeatable; root) this bundle in a memory cgroup of that size, which V8 sizes its heap from as
+ * on a box with that much memory (support.ts memoryCgroup). `--env NAME=value` (repeatable) goes to
+ * every gateway's environment (`EDGE_MEMORY_TRIM_AFTER_MB=32`). `--malloc-trim` then calls glibc's
+ * `malloc_trim(0)` in the gateway with gdb and prints its RSS after (what malloc keeps but would
+ * give back).
  */
 
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type MqttClient } from 'mqtt';
-import { buildBundle, createDevices, loadAverage, rssMiB, startGatewayProcess } from './support.js';
+import {
+  buildBundle,
+  createDevices,
+  loadAverage,
+  type MemoryCgroup,
+  mallocTrimByGdb,
+  memoryCgroup,
+  rssMiB,
+  startGatewayProcess,
+} from './support.js';
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
@@ -47,12 +61,19 @@ interface Variant {
   readonly name: string;
   readonly bundle?: string;
   readonly env: Record<string, string>;
+  readonly cgroup?: MemoryCgroup;
 }
 
 /** One gateway holding `count` idle connections; true when the target is met. */
-async function run(v: Variant, count: number, holdMs: number, parallel: number): Promise<boolean> {
+async function run(
+  v: Variant,
+  count: number,
+  holdMs: number,
+  parallel: number,
+  trimMalloc: boolean,
+): Promise<boolean> {
   console.log(`\n  ${v.name}:`);
-  const gw = await startGatewayProcess([], v.env, v.bundle);
+  const gw = await startGatewayProcess([], v.env, v.bundle, v.cgroup);
   const clients: MqttClient[] = [];
   try {
     const atStart = await rssMiB(gw.pid);
@@ -92,6 +113,12 @@ async function run(v: Variant, count: number, holdMs: number, parallel: number):
       `  gateway RSS with ${open_} idle connections after ${holdMs / 1000} s: ${f(during)} MB` +
         ` (+${f(during - before)} MB, ${f(((during - before) * 1024) / Math.max(1, open_))} KiB per connection)`,
     );
+    if (trimMalloc) {
+      mallocTrimByGdb(gw.pid);
+      await sleep(1000);
+      const after = await rssMiB(gw.pid);
+      console.log(`  gateway RSS after malloc_trim(0): ${f(after)} MB (${f(after - during)} MB)`);
+    }
     const met = open_ === count && during <= 150;
     console.log(
       `  target (${count} connections, RSS ≤ 150 MB, issue 18): ${met ? 'met' : 'MISSED'}`,
@@ -111,6 +138,9 @@ async function main(): Promise<void> {
       parallel: { type: 'string', default: '200' },
       baseline: { type: 'string' },
       variant: { type: 'string', multiple: true, default: [] },
+      'memory-limit': { type: 'string', multiple: true, default: [] },
+      env: { type: 'string', multiple: true, default: [] },
+      'malloc-trim': { type: 'boolean', default: false },
       'no-build': { type: 'boolean', default: false },
     },
   });
@@ -120,18 +150,28 @@ async function main(): Promise<void> {
   if (!values['no-build']) buildBundle();
   console.log(`MQTT idle connections benchmark: ${count} connections held ${holdMs / 1000} s`);
   console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
+  const env = Object.fromEntries(
+    (values.env ?? []).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
+  );
+  const cgroups = await Promise.all((values['memory-limit'] ?? []).map(memoryCgroup));
   const variants: Variant[] = [
     ...(values.baseline
-      ? [{ name: `baseline ${values.baseline}`, bundle: resolve(values.baseline), env: {} }]
+      ? [{ name: `baseline ${values.baseline}`, bundle: resolve(values.baseline), env }]
       : []),
-    { name: 'this build', env: {} },
+    { name: 'this build', env },
     ...(values.variant ?? []).map((v) => {
       const eq = v.indexOf('=');
-      return { name: `this build, ${v.slice(0, eq)}`, env: { NODE_OPTIONS: v.slice(eq + 1) } };
+      return {
+        name: `this build, ${v.slice(0, eq)}`,
+        env: { ...env, NODE_OPTIONS: v.slice(eq + 1) },
+      };
     }),
+    ...cgroups.map((cgroup) => ({ name: `this build, ${cgroup.label} cgroup`, env, cgroup })),
   ];
   let met = true;
-  for (const v of variants) met = (await run(v, count, holdMs, parallel)) && met;
+  for (const v of variants)
+    met = (await run(v, count, holdMs, parallel, values['malloc-trim'])) && met;
+  for (const cg of cgroups) await cg.remove();
   console.log(`\n  load average after: ${loadAverage()}`);
   if (!met) process.exitCode = 1;
 }

@@ -26,6 +26,13 @@
  * (with `--bundle`, on that build too); `--rate N` offers N msg/s in all instead of as many as
  * the gateway acknowledges; `--keep-up [--keep-up-share 0.75]` offers the chain that share of
  * no chain's rate (see compareRules).
+ *
+ * `--variant 'name=ENV=value --flag value'` (repeatable) runs this build as it is and once per
+ * variant (words `NAME=value` go to its environment, the rest to its `serve` flags), one gateway
+ * each, in `--rounds` rounds (3 by default) that alternate over them, each run after `--gap`
+ * seconds of idle (0 by default), e.g. the memory trim against none, with pauses it trims in:
+ * `--variant 'no-trim=EDGE_MEMORY_TRIM_AFTER_MB=0' --gap 40 --warmup 0`. It prints each run's
+ * rate and server CPU per message and the gateway's heap trims so far (`edge_memory_trims_total`).
  */
 
 import { type ChildProcess, fork, spawn } from 'node:child_process';
@@ -661,6 +668,10 @@ async function main(): Promise<void> {
       'keep-up': { type: 'boolean', default: false },
       /** With --keep-up: the share of no chain's rate offered to the chain (0.75: the target). */
       'keep-up-share': { type: 'string', default: String(KEEP_UP) },
+      /** This build against itself with other settings, side by side (see the header). */
+      variant: { type: 'string', multiple: true, default: [] },
+      /** With --variant: idle seconds before each run. */
+      gap: { type: 'string', default: '0' },
     },
   });
   if (values.gen) {
@@ -687,6 +698,12 @@ async function main(): Promise<void> {
       bundle: values.bundle,
       profDir: values['cpu-prof'],
       keepUp: values['keep-up'] ? Number(values['keep-up-share']) : undefined,
+    });
+    return;
+  }
+  if ((values.variant ?? []).length > 0) {
+    await compareVariants(values.variant ?? [], publishers, Number(values.rounds ?? 3), opts, {
+      gapMs: Number(values.gap) * 1000,
     });
     return;
   }
@@ -789,6 +806,91 @@ async function main(): Promise<void> {
   );
   console.log(`  load average after: ${loadAverage()}`);
   if (!verified) process.exitCode = 1;
+}
+
+/**
+ * This build as it is and with each `--variant`'s environment and flags, one gateway each, in
+ * rounds that alternate over them (the machine is shared: only figures of one run compare).
+ */
+async function compareVariants(
+  specs: readonly string[],
+  publishers: number,
+  rounds: number,
+  opts: { procs: number; inflight: number; warmupMs: number; durationMs: number },
+  run: { gapMs: number },
+): Promise<void> {
+  const durationS = opts.durationMs / 1000;
+  console.log(
+    `MQTT ingest, this build against its variants: ${publishers} publishers × ${opts.inflight} in flight, ` +
+      `${opts.warmupMs / 1000} s warm-up + ${durationS} s measured per run after ${run.gapMs / 1000} s idle, ${rounds} rounds side by side`,
+  );
+  console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
+  const variants = [{ name: 'as built', env: {}, args: [] as string[] }].concat(
+    specs.map((spec) => {
+      const eq = spec.indexOf('=');
+      const words = spec
+        .slice(eq + 1)
+        .split(' ')
+        .filter((w) => w !== '');
+      const isEnv = (w: string) => /^[A-Z_]+=/.test(w);
+      return {
+        name: spec.slice(0, eq),
+        env: Object.fromEntries(
+          words.filter(isEnv).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
+        ),
+        args: words.filter((w) => !isEnv(w)),
+      };
+    }),
+  );
+  const setups: Array<{ name: string; gw: BenchGateway; tokens: string[]; admin: string }> = [];
+  try {
+    for (const v of variants) {
+      const gw = await startGatewayProcess(
+        ['--telemetry-max-points', String(1e8), ...v.args],
+        v.env,
+      );
+      setups.push({
+        name: v.name,
+        gw,
+        tokens: await createDevices(gw.baseUrl, 'bench-variant', publishers),
+        admin: await adminToken(gw.baseUrl),
+      });
+    }
+    const trims = async (s: (typeof setups)[number]) => {
+      const res = await fetch(`${s.gw.baseUrl}/metrics`, {
+        headers: { authorization: `Bearer ${s.admin}` },
+      });
+      return Number(/^edge_memory_trims_total (\S+)$/m.exec(await res.text())?.[1] ?? 0);
+    };
+    const cpus = new Map<string, number[]>();
+    for (let round = 0; round < rounds; round++) {
+      for (const s of setups) {
+        await sleep(run.gapMs);
+        const t = await trims(s);
+        const r = await drive(
+          `${s.name}, round ${round + 1}`,
+          s.gw.pid,
+          s.gw.proc.ports.mqtt,
+          s.tokens,
+          opts,
+        );
+        report(r, durationS);
+        console.log(`    heap trims before this run: ${t}`);
+        cpus.set(s.name, [
+          ...(cpus.get(s.name) ?? []),
+          (1e6 * r.serverCpuSec) / (r.rate * durationS),
+        ]);
+      }
+    }
+    for (const [name, xs] of cpus) {
+      console.log(
+        `  ${name}: server cpu per message ${xs.map((x) => x.toFixed(1)).join(', ')} µs (median ${median(xs).toFixed(1)})`,
+      );
+    }
+  } finally {
+    for (const s of setups) await s.gw.close();
+  }
+  console.log(`  load average after: ${loadAverage()}`);
 }
 
 /**

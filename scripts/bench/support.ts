@@ -7,7 +7,7 @@
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, rmdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -91,6 +91,8 @@ export async function startGatewayProcess(
   extraArgs: readonly string[] = [],
   env: Record<string, string> = {},
   bundle?: string,
+  /** Runs the bundle inside this memory cgroup (`--memory-limit`). */
+  cgroup?: MemoryCgroup,
 ): Promise<BenchGateway> {
   const dataDir = await mkdtemp(join(tmpdir(), 'edge-gw-bench-'));
   let proc: GatewayProcess;
@@ -100,6 +102,7 @@ export async function startGatewayProcess(
       {
         env: { EDGE_ADMIN_EMAIL: ADMIN_EMAIL, EDGE_ADMIN_PASSWORD: ADMIN_PASSWORD, ...env },
         bundle,
+        command: cgroup?.wrap([process.execPath, bundle ?? BUNDLE]),
       },
     );
   } catch (err) {
@@ -367,4 +370,61 @@ export function rootWithScripts(): unknown {
   );
   chain.metadata.firstNodeIndex = n;
   return chain;
+}
+
+/** A memory cgroup a bench's child processes run in (`--memory-limit`), like a box with that RAM. */
+export interface MemoryCgroup {
+  /** The limit, as given (`1g`). */
+  readonly label: string;
+  /** `command` (program and its leading arguments) run inside the cgroup. */
+  wrap(command: readonly string[]): string[];
+  remove(): Promise<void>;
+}
+
+/**
+ * A child of this process's own memory cgroup limited to `limit` (`512m`, `1g`, `2g`), so that what
+ * runs in it stays under this process's limits too. V8 sizes its heap and young generation from
+ * the memory Node sees, which is the cgroup's limit when one is set (`process.constrainedMemory()`),
+ * so a gateway in a 1 GB cgroup sizes itself as on a 1 GB Pi. cgroup v1 (`memory` controller) or
+ * v2; needs root.
+ */
+export async function memoryCgroup(limit: string): Promise<MemoryCgroup> {
+  const m = /^(\d+)([mg])$/i.exec(limit);
+  if (!m) throw new Error(`--memory-limit ${limit}: give megabytes or gigabytes (512m, 1g)`);
+  const bytes = Number(m[1]) * 1024 ** (m[2].toLowerCase() === 'g' ? 3 : 2);
+  const lines = readFileSync('/proc/self/cgroup', 'utf8').trim().split('\n');
+  const v1 = lines.map((l) => l.split(':')).find((f) => f[1].split(',').includes('memory'));
+  const dir = v1
+    ? join('/sys/fs/cgroup/memory', v1[2], `edge-bench-${process.pid}-${limit}`)
+    : join(
+        '/sys/fs/cgroup',
+        lines.find((l) => l.startsWith('0::'))?.slice(3) ?? '/',
+        `edge-bench-${process.pid}-${limit}`,
+      );
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, v1 ? 'memory.limit_in_bytes' : 'memory.max'), String(bytes));
+  const procs = join(dir, 'cgroup.procs');
+  return {
+    label: limit,
+    // The shell joins the cgroup, then becomes the program (same pid).
+    wrap: (command) => ['/bin/sh', '-c', `echo $$ > ${procs} && exec "$@"`, 'sh', ...command],
+    async remove() {
+      // Empty once its processes have exited; a cgroup directory is removed with rmdir.
+      await rmdir(dir).catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Calls glibc's `malloc_trim(0)` inside a running process with gdb (`--malloc-trim`): what malloc
+ * gives back to the system when asked, measured from outside without changing the gateway.
+ */
+export function mallocTrimByGdb(pid: number): void {
+  const res = spawnSync('gdb', ['-p', String(pid), '-batch', '-ex', 'call (int)malloc_trim(0)'], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  if (!/\$1 = [01]/.test(res.stdout ?? '')) {
+    throw new Error(`gdb could not call malloc_trim in ${pid}: ${res.stderr || res.stdout}`);
+  }
 }
