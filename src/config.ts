@@ -84,7 +84,7 @@ export interface Config {
   /** `GET /metrics` on a listener of its own at this port; 0 serves it on the HTTP port. */
   readonly metrics: { readonly port: number };
   /** Heap growth (MiB) after which a quiet gateway gives a burst's memory back; 0 never (src/metrics/memory-trim.ts). */
-  readonly memory: { readonly trimAfterMb: number };
+  readonly memory: { readonly trimAfterMb: number; readonly trimQuietSec: number };
   readonly messages: { readonly queueSize: number };
   readonly rules: {
     readonly queueSize: number;
@@ -711,8 +711,18 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'int',
     min: 0,
     max: 65536,
-    default: 0,
-    help: 'Once the V8 heap has grown this many MiB since its last trim and the event loop is quiet, collect it fully and hand the freed pages back to the system (a pause of a few hundred ms, and V8 keeps its young generation small afterwards: more CPU per message under load; 0 = never, the default)',
+    default: 32,
+    help: 'Once the V8 heap has grown this many MiB since its last trim and the event loop has been quiet for --memory-trim-quiet-sec (the first time after start: one quiet look), collect it fully and hand the freed pages back to the system (a pause of a few hundred ms while idle; V8 then regrows its young generation as load comes; 0 = never)',
+  },
+  {
+    path: 'memory.trimQuietSec',
+    flag: '--memory-trim-quiet-sec',
+    env: 'EDGE_MEMORY_TRIM_QUIET_SEC',
+    type: 'int',
+    min: 1,
+    max: 86400,
+    default: 30,
+    help: 'How long the event loop must have been quiet (under 5 % busy) before a heap trim after the first one: load that pauses for less keeps its heap',
   },
   {
     path: 'messages.queueSize',

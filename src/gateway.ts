@@ -459,7 +459,10 @@ export class Gateway implements AsyncDisposable {
     }
     this.#memoryTrim = new MemoryTrim({
       log: this.loggers.gateway,
-      options: { growthBytes: config.memory.trimAfterMb * 1024 * 1024 },
+      options: {
+        growthBytes: config.memory.trimAfterMb * 1024 * 1024,
+        quietMs: config.memory.trimQuietSec * 1000,
+      },
     });
     this.#memoryTrim.start();
     this.#registerGauges();

@@ -167,7 +167,7 @@ describe('metrics', () => {
 
   it("gives a burst's heap back once the gateway is quiet, and counts it", async () => {
     // The gateway shares this test process's heap: a burst here is a burst of the gateway's.
-    const t = await startGateway({ config: { memory: { trimAfterMb: 16 } } });
+    const t = await startGateway({ config: { memory: { trimAfterMb: 16, trimQuietSec: 2 } } });
     try {
       const admin = await t.adminToken();
       const read = async () => {

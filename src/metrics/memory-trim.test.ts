@@ -24,7 +24,7 @@ function fake(start: number) {
 }
 
 describe('memory trim', () => {
-  it('trims only after the heap grew by the threshold, while quiet, and not twice within the gap', () => {
+  it('trims only after the heap grew by the threshold, after a quiet period, and not twice within the gap', () => {
     const { s, probe } = fake(40 * MB);
     const trim = new MemoryTrim({
       log,
@@ -33,6 +33,7 @@ describe('memory trim', () => {
         growthBytes: 32 * MB,
         minGapMs: 30_000,
         quietUtilization: 0.05,
+        quietMs: 20_000,
         checkMs: 3_600_000,
       },
     });
@@ -50,19 +51,27 @@ describe('memory trim', () => {
       s.used = 60 * MB;
       s.live = 55 * MB;
       s.busy = 0.4; // still busy: never while loaded
+      s.now = 62_000;
       assert.equal(trim.check(), false);
       assert.equal(s.collects, 1);
 
+      // Quiet from here: the trim waits for 20 s of it.
       s.busy = 0.01;
+      s.now = 64_000;
+      assert.equal(trim.check(), false);
+      s.now = 80_000;
+      assert.equal(trim.check(), false);
+      s.now = 84_000;
       assert.equal(trim.check(), true);
       assert.equal(s.collects, 2);
       assert.deepEqual(trim.stats, { trims: 2, freedBytes: 10 * MB + 95 * MB });
 
-      // Grown again past the threshold above the new baseline (55 MiB), but within the gap.
-      s.now = 89_000;
+      // Grown again past the threshold above the new baseline (55 MiB), still quiet, but within
+      // the gap.
+      s.now = 113_000;
       s.committed = 100 * MB;
       assert.equal(trim.check(), false);
-      s.now = 91_000;
+      s.now = 115_000;
       assert.equal(trim.check(), true);
       assert.equal(s.collects, 3);
       assert.equal(trim.stats.trims, 3);
@@ -71,9 +80,57 @@ describe('memory trim', () => {
     }
   });
 
+  it('keeps the heap through a short pause in the load, and trims malloc after the heap', () => {
+    const { s, probe } = fake(40 * MB);
+    const order: string[] = [];
+    const trim = new MemoryTrim({
+      log,
+      probe: {
+        ...probe,
+        collect: () => {
+          order.push('heap');
+          probe.collect();
+        },
+      },
+      mallocTrim: () => {
+        order.push('malloc');
+        return 1;
+      },
+      options: { growthBytes: 32 * MB, minGapMs: 0, quietMs: 30_000, checkMs: 3_600_000 },
+    });
+    trim.start();
+    try {
+      s.live = 30 * MB;
+      assert.equal(trim.check(), true);
+      assert.deepEqual(order, ['heap', 'malloc']);
+      // Load in bursts with pauses of 10 s: the young generation V8 grew for them stays.
+      for (let t = 0; t < 10; t++) {
+        s.committed = 160 * MB;
+        s.busy = t % 2 === 1 ? 0.3 : 0;
+        s.now += 10_000;
+        assert.equal(trim.check(), false, `look ${t}`);
+      }
+      // The load stopped: after 30 s of quiet the heap and malloc are trimmed.
+      s.busy = 0;
+      s.now += 10_000;
+      assert.equal(trim.check(), false);
+      s.now += 10_000;
+      assert.equal(trim.check(), false);
+      s.now += 10_000;
+      assert.equal(trim.check(), true);
+      assert.deepEqual(order, ['heap', 'malloc', 'heap', 'malloc']);
+    } finally {
+      trim.stop();
+    }
+  });
+
   it('takes a heap that shrank by itself as the new baseline', () => {
     const { s, probe } = fake(100 * MB);
-    const trim = new MemoryTrim({ log, probe, options: { growthBytes: 32 * MB, minGapMs: 0 } });
+    const trim = new MemoryTrim({
+      log,
+      probe,
+      options: { growthBytes: 32 * MB, minGapMs: 0, quietMs: 0 },
+    });
     trim.start();
     try {
       s.live = 100 * MB; // a trim that could give nothing back

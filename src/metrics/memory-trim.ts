@@ -18,6 +18,11 @@ export interface MemoryTrimOptions {
   readonly checkMs: number;
   /** The event loop counts as quiet below this share of busy time since the previous check. */
   readonly quietUtilization: number;
+  /**
+   * A trim waits until the event loop has been quiet this long (every look since under
+   * `quietUtilization`); the first one after start needs one quiet look.
+   */
+  readonly quietMs: number;
   /** At least this long between two trims. */
   readonly minGapMs: number;
 }
@@ -26,6 +31,7 @@ export const MEMORY_TRIM_DEFAULTS: MemoryTrimOptions = {
   growthBytes: 32 * 1024 * 1024,
   checkMs: 2_000,
   quietUtilization: 0.05,
+  quietMs: 30_000,
   minGapMs: 10_000,
 };
 
@@ -40,6 +46,14 @@ export interface MemoryTrimDeps {
     readonly collect: () => void;
     readonly now: () => number;
   };
+  /**
+   * glibc's `malloc_trim(0)` (the native addon's), run after each collection: the malloc arenas
+   * keep what the burst's native allocations (sockets, TLS, SQLite, V8's own) freed; 1 when it gave
+   * memory back. Without it only V8's heap is trimmed.
+   */
+  readonly mallocTrim?: () => number;
+  /** Resident set size in bytes, for the log line (default the process's). */
+  readonly rss?: () => number;
 }
 
 /**
@@ -56,6 +70,14 @@ export interface MemoryTrimDeps {
  * after the heap grew by `growthBytes` since the last trim and while the event loop is quiet (a
  * loaded gateway never trims), at most once per `minGapMs` (docs/benchmarks.md, "5,000 idle
  * connections on Node 24").
+ *
+ * @NOTE: a trim also shrinks V8's young generation to its 1 MiB minimum, and V8 grows it back
+ * only as load comes (within seconds at 5,000 msg/s). Trimming after every short lull therefore
+ * cost CPU: with loads that paused for a few seconds the gateway trimmed in each pause and ran
+ * each burst's start on a small young generation (about 40 against 20 µs per MQTT message). So
+ * after the first trim (start-up, one quiet look) a trim waits for `quietMs` of quiet: a box
+ * whose load pauses briefly keeps its heap, one that went idle gives it back (docs/benchmarks.md,
+ * "The floor, malloc, per-connection heap and the trim by default").
  */
 export class MemoryTrim {
   readonly #log: Logger;
@@ -65,13 +87,21 @@ export class MemoryTrim {
   /** Committed heap after the last trim (0 before the first): growth is measured from here. */
   #baseline = 0;
   #lastTrimAt = Number.NEGATIVE_INFINITY;
+  /** When the previous look was taken. */
+  #lastLookAt = 0;
+  /** Since when every look found the event loop quiet; undefined while it is busy. */
+  #quietSince: number | undefined;
   #trims = 0;
   #freedBytes = 0;
+  readonly #mallocTrim: (() => number) | undefined;
+  readonly #rss: () => number;
 
   constructor(deps: MemoryTrimDeps) {
     this.#log = deps.log;
     this.#opts = { ...MEMORY_TRIM_DEFAULTS, ...deps.options };
     this.#probe = deps.probe ?? processProbe();
+    this.#mallocTrim = deps.mallocTrim;
+    this.#rss = deps.rss ?? (() => process.memoryUsage.rss());
   }
 
   /** Trims done and heap bytes they gave back (for /metrics). */
@@ -85,6 +115,8 @@ export class MemoryTrim {
     // counted from an empty heap, so the first quiet look after start trims it (bench:idle).
     this.#baseline = 0;
     this.#probe.utilization();
+    this.#lastLookAt = this.#probe.now();
+    this.#quietSince = undefined;
     this.#timer = setInterval(() => this.check(), this.#opts.checkMs);
     this.#timer.unref();
   }
@@ -98,15 +130,22 @@ export class MemoryTrim {
   check(): boolean {
     if (this.#opts.growthBytes <= 0) return false;
     const busy = this.#probe.utilization();
+    const now = this.#probe.now();
+    // This look covers the time since the previous one.
+    if (busy >= this.#opts.quietUtilization) this.#quietSince = undefined;
+    else this.#quietSince ??= this.#lastLookAt;
+    this.#lastLookAt = now;
     const before = this.#probe.heap();
     // A heap that shrank by itself (V8's own memory reducer) is the new baseline.
     if (before.committed < this.#baseline) this.#baseline = before.committed;
     if (before.committed - this.#baseline < this.#opts.growthBytes) return false;
-    if (busy >= this.#opts.quietUtilization) return false;
-    const now = this.#probe.now();
+    if (this.#quietSince === undefined) return false;
+    if (this.#trims > 0 && now - this.#quietSince < this.#opts.quietMs) return false;
     if (now - this.#lastTrimAt < this.#opts.minGapMs) return false;
+    const rssBefore = this.#rss();
     const t0 = performance.now();
     this.#probe.collect();
+    const gave = this.#mallocTrim?.();
     const ms = performance.now() - t0;
     const after = this.#probe.heap();
     this.#lastTrimAt = now;
@@ -120,6 +159,9 @@ export class MemoryTrim {
         committedMb: mb(before.committed),
         usedMb: mb(before.used),
         afterMb: mb(after.committed),
+        rssMb: mb(rssBefore),
+        rssAfterMb: mb(this.#rss()),
+        mallocTrim: gave,
         ms: Math.round(ms),
       },
       'heap trimmed after a burst',

@@ -53,7 +53,7 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     mqtt: { port: 0, tlsPort: 0, ...opts.config?.mqtt },
     coap: { port: 0, ...opts.config?.coap },
     // The heap here is the test runner's: a trim would pause the tests for the runner's garbage.
-    // Its own tests turn it on (test/metrics-health.test.ts); it is off by default anyway.
+    // Its own tests turn it on (test/metrics-health.test.ts); gateways run as processes trim.
     memory: { trimAfterMb: 0, ...opts.config?.memory },
   });
   const logs: Array<Record<string, unknown>> = [];
