@@ -243,6 +243,7 @@ export class MqttServer {
     const handle = (conn: Parameters<Aedes['handle']>[0], req?: IncomingMessage) => {
       const client = broker.handle(conn, req as Parameters<Aedes['handle']>[1]);
       const parser = (client as unknown as { _parser: unknown })._parser;
+      plainByteList(parser);
       markIllFormedStrings(parser);
       // A malformed topic filter closes the connection; the broker never sees the packet.
       screenPackets(parser, (packet) => {
@@ -456,6 +457,24 @@ export class MqttServer {
 function clientCertificate(client: Client): Buffer | undefined {
   const conn = client.conn;
   return conn instanceof TLSSocket ? conn.getPeerX509Certificate()?.raw : undefined;
+}
+
+/**
+ * Gives a client's mqtt-packet parser a plain byte list for its unparsed bytes instead of the
+ * `bl` BufferListStream it makes: a whole Duplex stream (about 900 B of heap per connection) used
+ * only for its byte methods, which bl's BufferList has too (the stream copies them from it) in
+ * 88 B. The parser makes a stream again only after a parse error, which closes the connection.
+ *
+ * @NOTE: reaches into mqtt-packet's parser (`_list` of the pinned version) before any byte
+ * arrived, and takes BufferList from the stream's constructor, where bl exports it, rather than
+ * importing bl, which is mqtt-packet's dependency and not ours.
+ */
+function plainByteList(parser: unknown): void {
+  type ByteList = { length: number };
+  const p = parser as { _list?: ByteList };
+  const Plain = (p._list?.constructor as { BufferList?: new () => ByteList } | undefined)
+    ?.BufferList;
+  if (p._list && p._list.length === 0 && typeof Plain === 'function') p._list = new Plain();
 }
 
 /** The will of the CONNECT being authenticated (Aedes keeps it until the CONNACK). */
