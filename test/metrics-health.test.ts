@@ -167,7 +167,7 @@ describe('metrics', () => {
 
   it("gives a burst's heap back once the gateway is quiet, and counts it", async () => {
     // The gateway shares this test process's heap: a burst here is a burst of the gateway's.
-    const t = await startGateway({ config: { memory: { trimAfterMb: 16, trimQuietSec: 2 } } });
+    const t = await startGateway({ config: { memory: { trimAfterMb: 16, trimQuietSec: 1 } } });
     try {
       const admin = await t.adminToken();
       const read = async () => {
@@ -177,7 +177,8 @@ describe('metrics', () => {
           bytes: sample(text, 'edge_memory_trimmed_bytes_total') ?? 0,
         };
       };
-      // Slow polls: the trim waits for a quiet event loop (under 5 % busy between its looks).
+      // Slow polls: the trim waits for a quiet event loop (under 5 % busy between its looks; one
+      // quiet look of 2 s is the 1 s quiet period asked for above).
       const quietly = async <T>(check: () => Promise<T | undefined>, what: string) =>
         waitFor(
           async () => {
