@@ -457,8 +457,11 @@ export class Gateway implements AsyncDisposable {
       await this.stop();
       throw err;
     }
+    const native = this.services.native;
     this.#memoryTrim = new MemoryTrim({
       log: this.loggers.gateway,
+      // malloc keeps 18-34 MB of a burst that malloc_trim hands back (docs/benchmarks.md).
+      mallocTrim: native.available ? () => native.addon.mallocTrim() : undefined,
       options: {
         growthBytes: config.memory.trimAfterMb * 1024 * 1024,
         quietMs: config.memory.trimQuietSec * 1000,
