@@ -27,7 +27,7 @@
  *   --exe dist/edge-gateway-linux-x64]
  */
 
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -40,7 +40,14 @@ import {
   PROJECT_ROOT,
   spawnGateway,
 } from '../../test/helpers/process.js';
-import { buildBundle, loadAverage, mallocTrimByGdb, memoryCgroup } from './support.js';
+import { opensslCertificate } from '../../test/helpers/tls.js';
+import {
+  buildBundle,
+  loadAverage,
+  mallocTrimByGdb,
+  memoryCgroup,
+  parseVariant,
+} from './support.js';
 
 interface Sample {
   readonly rss: number;
@@ -99,30 +106,7 @@ async function trimmed(pid: number): Promise<number> {
  * and the listeners themselves, with nothing of the gateway. Its files live in `dir`.
  */
 function floorProgram(dir: string): string {
-  const key = join(dir, 'key.pem');
-  const cert = join(dir, 'cert.pem');
-  const made = spawnSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '30',
-      '-subj',
-      '/CN=localhost',
-    ],
-    { stdio: 'ignore' },
-  );
-  if (made.status !== 0) throw new Error('openssl could not make the floor certificate');
+  const { key, cert } = opensslCertificate(dir, '/CN=localhost', 'DNS:localhost', 'p256');
   return `import http from 'node:http'; import https from 'node:https'; import tls from 'node:tls';
 import net from 'node:net'; import dgram from 'node:dgram'; import 'node:zlib'; import 'node:crypto';
 import { readFileSync } from 'node:fs'; import { createRequire } from 'node:module';
@@ -220,18 +204,9 @@ async function main(): Promise<void> {
   const cgroups = await Promise.all((values['memory-limit'] ?? []).map(memoryCgroup));
   const idleMs = Number(values.idle) * 1000;
   // 'name=--flag VAR=value': NAME=value words go to the environment, the rest to NODE_OPTIONS.
-  const variants = (values.variant ?? []).map((v) => {
-    const eq = v.indexOf('=');
-    const words = v
-      .slice(eq + 1)
-      .split(' ')
-      .filter((w) => w !== '');
-    const isEnv = (w: string) => /^[A-Z_]+=/.test(w);
-    const env = Object.fromEntries(
-      words.filter(isEnv).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
-    );
-    const flags = words.filter((w) => !isEnv(w)).join(' ');
-    return { name: v.slice(0, eq), env: flags ? { ...env, NODE_OPTIONS: flags } : env };
+  const variants = (values.variant ?? []).map((spec) => {
+    const { name, env, words } = parseVariant(spec);
+    return { name, env: words.length > 0 ? { ...env, NODE_OPTIONS: words.join(' ') } : env };
   });
   console.log(
     `Idle memory benchmark: ${values.runs} alternating runs, measured after ${values.idle} s idle`,

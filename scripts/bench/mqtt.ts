@@ -57,6 +57,7 @@ import {
   Histogram,
   loadAverage,
   machineCpu,
+  parseVariant,
   profilerEnv,
   rootWithScripts,
   startGatewayProcess,
@@ -827,19 +828,8 @@ async function compareVariants(
   console.log(`  node ${process.version}, load average before: ${loadAverage()}`);
   const variants = [{ name: 'as built', env: {}, args: [] as string[] }].concat(
     specs.map((spec) => {
-      const eq = spec.indexOf('=');
-      const words = spec
-        .slice(eq + 1)
-        .split(' ')
-        .filter((w) => w !== '');
-      const isEnv = (w: string) => /^[A-Z_]+=/.test(w);
-      return {
-        name: spec.slice(0, eq),
-        env: Object.fromEntries(
-          words.filter(isEnv).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
-        ),
-        args: words.filter((w) => !isEnv(w)),
-      };
+      const { name, env, words } = parseVariant(spec);
+      return { name, env, args: words };
     }),
   );
   const setups: Array<{ name: string; gw: BenchGateway; tokens: string[]; admin: string }> = [];

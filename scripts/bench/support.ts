@@ -428,3 +428,27 @@ export function mallocTrimByGdb(pid: number): void {
     throw new Error(`gdb could not call malloc_trim in ${pid}: ${res.stderr || res.stdout}`);
   }
 }
+
+/**
+ * A `--variant 'name=WORDS'` of a bench: `NAME=value` words are environment variables, the other
+ * words (flags) are left to the bench (NODE_OPTIONS, or `serve` flags).
+ */
+export function parseVariant(spec: string): {
+  name: string;
+  env: Record<string, string>;
+  words: string[];
+} {
+  const eq = spec.indexOf('=');
+  const words = spec
+    .slice(eq + 1)
+    .split(' ')
+    .filter((w) => w !== '');
+  const isEnv = (w: string) => /^[A-Z_]+=/.test(w);
+  return {
+    name: spec.slice(0, eq),
+    env: Object.fromEntries(
+      words.filter(isEnv).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
+    ),
+    words: words.filter((w) => !isEnv(w)),
+  };
+}

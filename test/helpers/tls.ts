@@ -1,11 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 
-/** A throw-away RSA certificate and key made with openssl in `dir`; returns their paths. */
+/**
+ * A throw-away certificate and key made with openssl in `dir` (RSA 2048, or P-256 as the gateway
+ * makes its own); returns their paths.
+ */
 export function opensslCertificate(
   dir: string,
   subject: string,
   subjectAltName: string,
+  keyType: 'rsa' | 'p256' = 'rsa',
 ): { cert: string; key: string } {
   const cert = join(dir, 'cert.pem');
   const key = join(dir, 'key.pem');
@@ -15,7 +19,7 @@ export function opensslCertificate(
       'req',
       '-x509',
       '-newkey',
-      'rsa:2048',
+      ...(keyType === 'rsa' ? ['rsa:2048'] : ['ec', '-pkeyopt', 'ec_paramgen_curve:P-256']),
       '-nodes',
       '-keyout',
       key,
