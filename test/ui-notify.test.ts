@@ -653,6 +653,9 @@ test('targets and templates: every users filter and notification type on the pag
   ]);
   await dialog.getByLabel('Name').fill('Cloud link');
   await dialog.getByLabel('Notification type').selectOption('EDGE_CONNECTION');
+  // The placeholders of that type are named.
+  await dialog.getByText(/\$\{eventType\}, \$\{url\}, \$\{error\}/).waitFor();
+  assert.equal(await dialog.getByText(/alarmSeverity/).count(), 0);
   await dialog.getByLabel('WEB body').fill('The cloud link is ${eventType}');
   await dialog.getByRole('button', { name: 'Save' }).click();
   await page

@@ -345,8 +345,43 @@ function Templates() {
   );
 }
 
+const ALARM_PLACEHOLDERS = [
+  'alarmType',
+  'alarmSeverity',
+  'alarmStatus',
+  'alarmId',
+  'alarmOriginatorName',
+  'alarmOriginatorEntityType',
+  'alarmOriginatorId',
+];
+
+/** The placeholders a template of each type can use (besides the recipient's). */
+const PLACEHOLDERS: Partial<Record<string, string[]>> = {
+  ALARM: [...ALARM_PLACEHOLDERS, 'action'],
+  ALARM_ASSIGNMENT: [
+    ...ALARM_PLACEHOLDERS,
+    'action',
+    'assigneeEmail',
+    'assigneeFirstName',
+    'assigneeLastName',
+    'assigneeId',
+  ],
+  ALARM_COMMENT: [
+    ...ALARM_PLACEHOLDERS,
+    'action',
+    'comment',
+    'userEmail',
+    'userFirstName',
+    'userLastName',
+  ],
+  DEVICE_ACTIVITY: ['deviceName', 'deviceType', 'deviceId', 'eventType'],
+  ENTITY_ACTION: ['entityType', 'entityId', 'entityName', 'actionType', 'deviceType'],
+  EDGE_CONNECTION: ['eventType', 'url', 'error'],
+};
+
 function TemplateDialog(props: { item?: Template; onClose: () => void; onSaved: () => void }) {
   const t = props.item?.configuration.deliveryMethodsTemplates ?? {};
+  const [type, setType] = useState(props.item?.notificationType ?? 'ALARM');
   const toBody = (f: FormData) => {
     const deliveryMethodsTemplates: Template['configuration']['deliveryMethodsTemplates'] = {};
     for (const m of METHODS) {
@@ -377,11 +412,21 @@ function TemplateDialog(props: { item?: Template; onClose: () => void; onSaved: 
         label="Notification type"
         name="notificationType"
         options={NOTIFICATION_TYPES.map((n) => [n, n] as const)}
-        initial={props.item?.notificationType}
+        value={type}
+        onChange={setType}
       />
       <p class="muted">
-        Placeholders: ${'{alarmType}'}, ${'{alarmSeverity}'}, ${'{alarmOriginatorName}'}, $
-        {'{deviceName}'}, a key of the alarm's details …
+        Placeholders (docs/notifications.md):{' '}
+        {[
+          ...(PLACEHOLDERS[type] ?? []),
+          'recipientEmail',
+          'recipientFirstName',
+          'recipientLastName',
+        ]
+          .map((p) => `\${${p}}`)
+          .join(', ')}
+        {ALARM_PLACEHOLDERS.some((p) => PLACEHOLDERS[type]?.includes(p)) &&
+          ", a key of the alarm's details"}
       </p>
       {METHODS.map((m) => (
         <fieldset key={m} class="stack">
