@@ -112,6 +112,22 @@ test('a customer user sets, edits and deletes their own attributes on the Profil
     await table.locator('tr[data-key="shift"]').waitFor({ state: 'detached' });
     assert.deepEqual(await attrs(), { hotAbove: 550 });
 
+    // The table follows the user's attributes live: a change made elsewhere (the tenant admin over
+    // REST) shows without a reload, and so does a delete.
+    const byAdmin = await t.api(`/api/plugins/telemetry/USER/${userId}/attributes/SERVER_SCOPE`, {
+      token: admin,
+      body: { hotAbove: 580, badge: 'B-7' },
+    });
+    assert.equal(byAdmin.status, 200);
+    await table.locator('tr[data-key="hotAbove"] td.value', { hasText: /^580$/ }).waitFor();
+    await table.locator('tr[data-key="badge"] td.value', { hasText: /^B-7$/ }).waitFor();
+    const removed = await t.api(`/api/plugins/telemetry/USER/${userId}/SERVER_SCOPE?keys=badge`, {
+      method: 'DELETE',
+      token: admin,
+    });
+    assert.equal(removed.status, 200);
+    await table.locator('tr[data-key="badge"]').waitFor({ state: 'detached' });
+
     // At 360 px the Profile link is still in the header.
     await page.setViewportSize({ width: 360, height: 740 });
     await page.getByRole('link', { name: 'Profile', exact: true }).waitFor();

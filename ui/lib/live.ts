@@ -12,7 +12,14 @@ export type TsData = Record<string, Array<[number, string]>>;
 
 export type SubCmd =
   | { type: 'TIMESERIES'; entityId: string; keys?: string[]; timeWindow?: number }
-  | { type: 'ATTRIBUTES'; entityId: string; scope: AttributeScope; keys?: string[] };
+  | {
+      type: 'ATTRIBUTES';
+      /** `DEVICE` when absent; users, customers and the tenant have attributes too. */
+      entityType?: 'DEVICE' | 'USER' | 'CUSTOMER' | 'TENANT';
+      entityId: string;
+      scope: AttributeScope;
+      keys?: string[];
+    };
 
 /** The user's unread notification count (`NOTIFICATIONS_COUNT`, platform.md §4). */
 const COUNT_KEY = 'totalUnreadCount';
@@ -179,7 +186,7 @@ export class LiveClient {
     const base = {
       type: c.type,
       cmdId: sub.cmdId,
-      entityType: 'DEVICE',
+      entityType: (c.type === 'ATTRIBUTES' && c.entityType) || 'DEVICE',
       entityId: c.entityId,
       keys: c.keys?.join(',') ?? '',
     };
@@ -292,7 +299,8 @@ export class LiveClient {
       if (sub.poll) sub.onData(n === undefined ? {} : { [COUNT_KEY]: [[Date.now(), String(n)]] });
       return;
     }
-    const base = `/api/plugins/telemetry/DEVICE/${c.entityId}`;
+    const type = (c.type === 'ATTRIBUTES' && c.entityType) || 'DEVICE';
+    const base = `/api/plugins/telemetry/${type}/${c.entityId}`;
     const data: TsData = {};
     if (c.type === 'ATTRIBUTES') {
       const rows = await api<Array<{ key: string; value: unknown; lastUpdateTs: number }>>(

@@ -1,7 +1,8 @@
-import { useState } from 'preact/hooks';
-import { ErrorText, formatTs, parseValue, useAction, useLoad } from '../components/ui.js';
+import { useEffect, useState } from 'preact/hooks';
+import { ErrorText, formatTs, parseValue, useAction } from '../components/ui.js';
 import { api, qs } from '../lib/api.js';
 import { useApp } from '../lib/app-context.js';
+import type { TsData } from '../lib/live.js';
 
 /**
  * The signed-in user's profile: who they are and their own server attributes (docs/users.md
@@ -9,18 +10,32 @@ import { useApp } from '../lib/app-context.js';
  * sets their own thresholds here.
  */
 
-interface Attribute {
-  key: string;
-  value: unknown;
-  lastUpdateTs: number;
-}
-
-const valueText = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
+/** key -> [lastUpdateTs, value as text], as the attribute subscription sends them. */
+type Rows = ReadonlyMap<string, readonly [number, string]>;
 
 export function UserProfilePage() {
-  const { user } = useApp();
+  const { user, live } = useApp();
   const base = `/api/plugins/telemetry/USER/${user.id.id}`;
-  const attrs = useLoad(() => api<Attribute[]>(`${base}/values/attributes/SERVER_SCOPE`), [base]);
+  // The user's own server attributes, live (docs/websocket.md): the first update has them all,
+  // later ones what a save or delete (on this page or elsewhere) changed, a deleted key as ts 0.
+  const [rows, setRows] = useState<Rows>(new Map());
+  useEffect(() => {
+    setRows(new Map());
+    return live.subscribe(
+      { type: 'ATTRIBUTES', entityType: 'USER', entityId: user.id.id, scope: 'SERVER_SCOPE' },
+      (data: TsData) =>
+        setRows((prev) => {
+          const next = new Map(prev);
+          for (const [k, points] of Object.entries(data)) {
+            const last = points[points.length - 1];
+            if (!last || (last[0] === 0 && last[1] === '')) next.delete(k);
+            else next.set(k, last);
+          }
+          return next;
+        }),
+    );
+  }, [user.id.id]);
+  const attrs = [...rows.entries()].sort((a, b) => a[0].localeCompare(b[0]));
   const [key, setKey] = useState('');
   const [value, setValue] = useState('');
   const act = useAction();
@@ -33,13 +48,21 @@ export function UserProfilePage() {
         if (!ok) return;
         setKey('');
         setValue('');
-        attrs.reload();
       });
   };
+  // Removed at once too: while the socket is down, polling does not see deletions.
   const remove = (k: string) =>
     void act
       .run(() => api(`${base}/SERVER_SCOPE${qs({ keys: k })}`, { method: 'DELETE' }))
-      .then((ok) => ok && attrs.reload());
+      .then(
+        (ok) =>
+          ok &&
+          setRows((prev) => {
+            const next = new Map(prev);
+            next.delete(k);
+            return next;
+          }),
+      );
   const name = [user.firstName, user.lastName].filter(Boolean).join(' ');
   const facts: Array<[string, string]> = [
     ['Email', user.email],
@@ -73,27 +96,23 @@ export function UserProfilePage() {
             </tr>
           </thead>
           <tbody>
-            {(attrs.data ?? []).map((a) => (
-              <tr key={a.key} data-key={a.key}>
-                <td>{a.key}</td>
-                <td class="value">{valueText(a.value)}</td>
-                <td class="wide">{formatTs(a.lastUpdateTs)}</td>
+            {attrs.map(([k, [ts, v]]) => (
+              <tr key={k} data-key={k}>
+                <td>{k}</td>
+                <td class="value">{v}</td>
+                <td class="wide">{formatTs(ts)}</td>
                 <td>
                   <button
                     type="button"
-                    aria-label={`Edit ${a.key}`}
+                    aria-label={`Edit ${k}`}
                     onClick={() => {
-                      setKey(a.key);
-                      setValue(valueText(a.value));
+                      setKey(k);
+                      setValue(v);
                     }}
                   >
                     Edit
                   </button>{' '}
-                  <button
-                    type="button"
-                    aria-label={`Delete ${a.key}`}
-                    onClick={() => remove(a.key)}
-                  >
+                  <button type="button" aria-label={`Delete ${k}`} onClick={() => remove(k)}>
                     Delete
                   </button>
                 </td>
@@ -101,7 +120,7 @@ export function UserProfilePage() {
             ))}
           </tbody>
         </table>
-        {attrs.data?.length === 0 && <p>No attributes yet.</p>}
+        {attrs.length === 0 && <p>No attributes yet.</p>}
         <form class="row" onSubmit={save} aria-label="Set my attribute">
           <label>
             Key
@@ -120,7 +139,7 @@ export function UserProfilePage() {
             Save attribute
           </button>
         </form>
-        <ErrorText error={act.error || attrs.error} />
+        <ErrorText error={act.error} />
       </section>
     </section>
   );
