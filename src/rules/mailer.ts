@@ -3,7 +3,7 @@
  * distinct SMTP setting, kept while the gateway runs (at most a few: system settings plus the
  * nodes that have their own).
  */
-import { createTransport, type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import { UnavailableError } from '../errors.js';
 import type { EmailMessage, SmtpSettings } from './types.js';
 
@@ -11,6 +11,11 @@ const MAX_TRANSPORTS = 16;
 
 export class Mailer {
   readonly #transports = new Map<string, Transporter>();
+  /**
+   * nodemailer, evaluated on the first email: an idle gateway sends none, and evaluating it took
+   * 1.6 MB of RSS (docs/benchmarks.md, "Lazy modules").
+   */
+  #nodemailer: Promise<typeof import('nodemailer')> | undefined;
 
   constructor(
     private readonly deps: {
@@ -24,7 +29,9 @@ export class Mailer {
   async send(mail: EmailMessage, smtp?: SmtpSettings): Promise<void> {
     const settings = smtp ?? this.deps.systemSmtp?.();
     if (!settings) throw new UnavailableError('System SMTP settings are not configured');
-    await this.#transport(settings).sendMail({
+    this.#nodemailer ??= import('nodemailer');
+    const { createTransport } = await this.#nodemailer;
+    await this.#transport(settings, createTransport).sendMail({
       from: mail.from ?? settings.from ?? this.deps.defaultFrom ?? 'edge-gateway@localhost',
       to: mail.to,
       cc: mail.cc,
@@ -34,7 +41,10 @@ export class Mailer {
     });
   }
 
-  #transport(s: SmtpSettings): Transporter {
+  #transport(
+    s: SmtpSettings,
+    createTransport: typeof import('nodemailer')['createTransport'],
+  ): Transporter {
     const key = JSON.stringify([
       s.host,
       s.port,
