@@ -1415,7 +1415,10 @@ function apiRoutes(
     },
     { path: '/api', app: userRoutes({ users: s.users, requireUser: user }) },
     { path: '/api', app: groupRoutes({ groups: s.groups, requireUser: user }) },
-    { path: '/api', app: auditRoutes({ audit: s.audit, requireUser: user }) },
+    {
+      path: '/api',
+      app: auditRoutes({ audit: s.audit, devices: s.devices, requireUser: user, shared }),
+    },
     {
       path: '/api',
       app: ruleChainRoutes({ chains: s.rules.chains, engine: s.rules.engine, requireUser: user }),

@@ -111,6 +111,12 @@ const RPC = { method: 'setGpio', params: { pin: 1 }, timeout: 100 };
 
 export const ROWS: readonly Row[] = [
   { method: 'GET', path: '/api/device/{id}', on: 'device', expect: READ },
+  {
+    method: 'GET',
+    path: `/api/audit/logs/entity/DEVICE/{id}?${PAGE}`,
+    on: 'device',
+    expect: MANAGE,
+  },
   // Credentials let their holder act as the device: write access (a read-only share is 403).
   { method: 'GET', path: '/api/device/{id}/credentials', on: 'device', expect: WRITE },
   { method: 'GET', path: `${TELEMETRY}/keys/timeseries`, on: 'device', expect: READ },

@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, startGateway, type TestGateway } from './helpers/gateway.js';
-import { activationToken, createCustomer, createUser } from './helpers/users.js';
+import {
+  ADMIN_EMAIL,
+  ADMIN_PASSWORD,
+  createDevice,
+  startGateway,
+  type TestGateway,
+} from './helpers/gateway.js';
+import { activateUser, activationToken, createCustomer, createUser } from './helpers/users.js';
 
 interface AuditLog {
   id: { entityType: string; id: string };
@@ -166,6 +172,110 @@ describe('audit log', () => {
     assert.equal(badTime.status, 400);
     const noAuth = await t.api('/api/audit/logs?pageSize=3&page=0');
     assert.equal(noAuth.status, 401);
+  });
+
+  it('lists one device, customer or user by entity with paging; a device the caller cannot manage is refused', async () => {
+    const a = await createDevice(t, 'audited-a');
+    const b = await createDevice(t, 'audited-b');
+    const other = await createCustomer(t, 'Other');
+    const otherUser = await createUser(t, 'other@example.com', other);
+    const otherToken = await activateUser(t, otherUser, 'other-password-1');
+    const call = (path: string, token = admin) => t.api(path, { token });
+    const assign = async (customer: string, device: string) => {
+      const res = await t.api(`/api/customer/${customer}/device/${device}`, {
+        method: 'POST',
+        token: admin,
+      });
+      assert.equal(res.status, 200, await res.clone().text());
+    };
+    await assign(customerId, a.id);
+    const unassign = await t.api(`/api/customer/device/${a.id}`, {
+      method: 'DELETE',
+      token: admin,
+    });
+    assert.equal(unassign.status, 200);
+    await assign(customerId, a.id);
+    await assign(other, b.id);
+
+    const entity = async (id: string, query: string) => {
+      const res = await call(`/api/audit/logs/entity/DEVICE/${id}?${query}`);
+      assert.equal(res.status, 200, await res.clone().text());
+      return (await res.json()) as Page<AuditLog>;
+    };
+    const first = await entity(a.id, 'pageSize=2&page=0');
+    assert.equal(first.totalElements, 3);
+    assert.equal(first.hasNext, true);
+    assert.deepEqual(
+      first.data.map((l) => l.actionType),
+      ['ASSIGNED_TO_CUSTOMER', 'UNASSIGNED_FROM_CUSTOMER'],
+      'newest first',
+    );
+    const second = await entity(a.id, 'pageSize=2&page=1');
+    assert.equal(second.hasNext, false);
+    assert.deepEqual(
+      second.data.map((l) => l.actionType),
+      ['ASSIGNED_TO_CUSTOMER'],
+    );
+    for (const l of [...first.data, ...second.data])
+      assert.deepEqual(l.entityId, { entityType: 'DEVICE', id: a.id });
+    const onlyB = await entity(b.id, 'pageSize=10&page=0');
+    assert.equal(onlyB.totalElements, 1);
+    assert.equal(onlyB.data[0].entityName, 'audited-b');
+    const unassigned = await entity(
+      a.id,
+      'pageSize=10&page=0&actionTypes=UNASSIGNED_FROM_CUSTOMER',
+    );
+    assert.equal(unassigned.totalElements, 1);
+    const later = await entity(a.id, `pageSize=10&page=0&startTime=${Date.now() + 60_000}`);
+    assert.equal(later.totalElements, 0);
+
+    // The tenant administrator only; a device the caller cannot see is 404 before that.
+    const foreign = await call(
+      `/api/audit/logs/entity/DEVICE/${a.id}?pageSize=10&page=0`,
+      otherToken,
+    );
+    assert.equal(foreign.status, 404);
+    const own = await call(`/api/audit/logs/entity/DEVICE/${b.id}?pageSize=10&page=0`, otherToken);
+    assert.equal(own.status, 403);
+    const byUser = await call(`/api/audit/logs/user/${otherUser}?pageSize=10&page=0`, otherToken);
+    assert.equal(byUser.status, 403);
+    const unknown = await call(
+      '/api/audit/logs/entity/DEVICE/0b5b2b7e-3c55-4f4e-9d0e-2a7c1b9e4f10?pageSize=10&page=0',
+    );
+    assert.equal(unknown.status, 404);
+    const badType = await call(`/api/audit/logs/entity/GADGET/${a.id}?pageSize=10&page=0`);
+    assert.equal(badType.status, 400);
+    assert.match(((await badType.json()) as { message: string }).message, /GADGET/);
+    const badId = await call('/api/audit/logs/entity/DEVICE/nope?pageSize=10&page=0');
+    assert.equal(badId.status, 400);
+
+    const userPage = (await (
+      await call(`/api/audit/logs/user/${otherUser}?pageSize=10&page=0`)
+    ).json()) as Page<AuditLog>;
+    assert.ok(userPage.data.some((l) => l.actionType === 'ACTIVATED'));
+    assert.ok(userPage.data.every((l) => l.userId.id === otherUser));
+    const customerPage = (await (
+      await call(`/api/audit/logs/customer/${other}?pageSize=10&page=0`)
+    ).json()) as Page<AuditLog>;
+    assert.ok(customerPage.totalElements >= 1);
+    assert.ok(customerPage.data.every((l) => l.customerId.id === other));
+    const adminPage = (await (
+      await call(`/api/audit/logs/user/${adminId}?pageSize=100&page=0`)
+    ).json()) as Page<AuditLog>;
+    assert.ok(adminPage.data.some((l) => l.entityId?.id === a.id));
+    assert.ok(adminPage.data.every((l) => l.userId.id === adminId));
+  });
+
+  it('finds one entity by the audit_log_entity index, not a scan of the log', () => {
+    const plan = t.gw.db
+      .prepare(
+        `EXPLAIN QUERY PLAN SELECT * FROM audit_log WHERE entity_id = ? AND entity_type = ?
+         ORDER BY created_time DESC, rid DESC LIMIT 10`,
+      )
+      .all('x', 'DEVICE') as Array<{ detail: string }>;
+    const details = plan.map((p) => p.detail).join('; ');
+    assert.match(details, /USING INDEX audit_log_entity/);
+    assert.doesNotMatch(details, /TEMP B-TREE/, 'no sort of the matches');
   });
 
   it('never stores passwords or tokens', () => {

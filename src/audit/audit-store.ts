@@ -20,6 +20,12 @@ export interface AuditFilter {
   readonly startTime?: number;
   readonly endTime?: number;
   readonly actionTypes?: readonly string[];
+  /** Entries about one entity (ThingsBoard's `/audit/logs/entity/{type}/{id}`). */
+  readonly entity?: { readonly entityType: string; readonly id: string };
+  /** Entries by users of one customer (`/audit/logs/customer/{id}`). */
+  readonly customerId?: string;
+  /** Entries by one user (`/audit/logs/user/{id}`). */
+  readonly userId?: string;
 }
 
 /** SQL for the `audit_log` table. */
@@ -65,6 +71,20 @@ export class AuditStore {
     if (filter.endTime !== undefined) {
       where.push('created_time <= @endTime');
       params.endTime = filter.endTime;
+    }
+    if (filter.entity) {
+      // `audit_log_entity` (migration 021) serves this and its order.
+      where.push('entity_id = @entityId AND entity_type = @entityType');
+      params.entityId = filter.entity.id;
+      params.entityType = filter.entity.entityType;
+    }
+    if (filter.customerId !== undefined) {
+      where.push('customer_id = @customerId');
+      params.customerId = filter.customerId;
+    }
+    if (filter.userId !== undefined) {
+      where.push('user_id = @userId');
+      params.userId = filter.userId;
     }
     if (filter.actionTypes?.length) {
       const names = filter.actionTypes.map((t, i) => {

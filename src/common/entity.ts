@@ -2,20 +2,23 @@
 
 import { ValidationError } from '../errors.js';
 
-export type EntityType =
-  | 'TENANT'
-  | 'CUSTOMER'
-  | 'USER'
-  | 'DEVICE'
-  | 'DEVICE_PROFILE'
-  | 'DASHBOARD'
-  | 'OTA_PACKAGE'
-  | 'AUDIT_LOG'
-  | 'ENTITY_GROUP'
-  | 'RULE_CHAIN'
-  | 'RULE_NODE'
-  | 'SCHEDULER_EVENT'
-  | 'ALARM';
+/** The entity types this gateway knows (ThingsBoard's names). */
+export const ENTITY_TYPES = [
+  'TENANT',
+  'CUSTOMER',
+  'USER',
+  'DEVICE',
+  'DEVICE_PROFILE',
+  'DASHBOARD',
+  'OTA_PACKAGE',
+  'AUDIT_LOG',
+  'ENTITY_GROUP',
+  'RULE_CHAIN',
+  'RULE_NODE',
+  'SCHEDULER_EVENT',
+  'ALARM',
+] as const;
+export type EntityType = (typeof ENTITY_TYPES)[number];
 
 export interface EntityId<T extends EntityType = EntityType> {
   readonly entityType: T;

@@ -19,6 +19,7 @@ import { m017TelemetryLogRing } from './017-telemetry-log-ring.js';
 import { m018NotificationRequests } from './018-notification-requests.js';
 import { m019UpstreamOutboxRows } from './019-upstream-outbox-rows.js';
 import { m020UserAttributes } from './020-user-attributes.js';
+import { m021AuditLogEntity } from './021-audit-log-entity.js';
 
 /** Every migration, in order. Append only: never edit one that has shipped. */
 export const MIGRATIONS: readonly Migration[] = [
@@ -42,4 +43,5 @@ export const MIGRATIONS: readonly Migration[] = [
   m018NotificationRequests,
   m019UpstreamOutboxRows,
   m020UserAttributes,
+  m021AuditLogEntity,
 ];
