@@ -195,6 +195,48 @@ test('the credentials tab shows and replaces an X.509 certificate', async () => 
   }
 });
 
+test("the audit tab pages the device's own entries", async () => {
+  const admin = await t.adminToken();
+  const make = async (name: string) => {
+    const res = await t.api('/api/device', { body: { name }, token: admin });
+    return ((await res.json()) as { id: { id: string } }).id.id;
+  };
+  const [pump, other] = [await make('Audited pump'), await make('Other pump')];
+  const customer = await t.api('/api/customer', { body: { title: 'Pump owner' }, token: admin });
+  const customerId = ((await customer.json()) as { id: { id: string } }).id.id;
+  const assign = (id: string) =>
+    t.api(`/api/customer/${customerId}/device/${id}`, { method: 'POST', token: admin });
+  // 21 entries of the pump (one more than a page), one of the other device.
+  for (let i = 0; i < 21; i++) {
+    const res =
+      i % 2 === 0
+        ? await assign(pump)
+        : await t.api(`/api/customer/device/${pump}`, { method: 'DELETE', token: admin });
+    assert.equal(res.status, 200);
+  }
+  assert.equal((await assign(other)).status, 200);
+
+  const tab = await newPage(browser);
+  try {
+    await signIn(tab, t);
+    await tab.getByRole('link', { name: 'Audited pump' }).click();
+    await tab.getByRole('heading', { name: 'Audited pump' }).waitFor();
+    await tab.getByRole('tab', { name: 'Audit' }).click();
+    const rows = tab.getByRole('table', { name: 'Audit log' }).locator('tbody tr');
+    await waitFor(async () => (await rows.count()) === 20, 30_000, 'the first page of 20');
+    assert.equal(await rows.first().locator('td').nth(2).textContent(), 'ASSIGNED_TO_CUSTOMER');
+    const pages = tab.getByRole('navigation', { name: 'Pages' });
+    await pages.getByRole('button', { name: 'Next' }).click();
+    await tab.getByText('Page 2').waitFor();
+    await waitFor(async () => (await rows.count()) === 1, 30_000, 'the oldest entry alone');
+    assert.equal(await rows.first().locator('td').nth(2).textContent(), 'ASSIGNED_TO_CUSTOMER');
+    assert.equal(await pages.getByRole('button', { name: 'Next' }).isDisabled(), true);
+    await screenshot(tab, 'device-audit');
+  } finally {
+    await tab.context().close();
+  }
+});
+
 test('after a gateway restart the page reconnects its socket and resubscribes by itself', async () => {
   await page.getByRole('tab', { name: 'Latest telemetry' }).click();
   await page.locator('.dot.live').waitFor();

@@ -1,5 +1,6 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { mergeInto, TimeChart, toSeries } from '../components/chart.js';
+import { PagedTable, usePagedList } from '../components/list.js';
 import {
   CopyButton,
   ErrorText,
@@ -9,7 +10,7 @@ import {
   useAction,
   useLoad,
 } from '../components/ui.js';
-import { api, errorText, type PageData, qs } from '../lib/api.js';
+import { api, errorText, qs } from '../lib/api.js';
 import { isTenantAdmin, useApp } from '../lib/app-context.js';
 import type { AttributeScope, TsData } from '../lib/live.js';
 import { Link } from '../lib/router.js';
@@ -642,45 +643,32 @@ function CredentialsTab(props: { id: string }) {
 interface AuditEntry {
   id: { id: string };
   createdTime: number;
-  entityId: { id: string } | null;
   userName: string | null;
   actionType: string;
   actionStatus: string;
 }
 
-/** The device's entries of the audit log (newest first, from the last 500 entries). */
+/** The device's entries of the audit log, newest first, 20 a page (`/api/audit/logs/entity`). */
 function AuditTab(props: { id: string }) {
-  const log = useLoad(
-    () =>
-      api<PageData<AuditEntry>>(`/api/audit/logs${qs({ pageSize: 500, page: 0 })}`).then((p) =>
-        p.data.filter((e) => e.entityId?.id === props.id),
-      ),
+  const log = usePagedList<AuditEntry>(
+    (page) => `/api/audit/logs/entity/DEVICE/${props.id}${qs({ pageSize: 20, page })}`,
     [props.id],
   );
   return (
     <>
       <ErrorText error={log.error} />
-      <table aria-label="Audit log">
-        <thead>
-          <tr>
-            <th>Time</th>
-            <th>User</th>
-            <th>Action</th>
-            <th>Status</th>
-          </tr>
-        </thead>
-        <tbody>
-          {log.data?.map((e) => (
-            <tr key={e.id.id}>
-              <td>{formatTs(e.createdTime)}</td>
-              <td>{e.userName}</td>
-              <td>{e.actionType}</td>
-              <td>{e.actionStatus}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      {log.data?.length === 0 && <p>No audit entries for this device.</p>}
+      <PagedTable
+        list={log}
+        label="Audit log"
+        columns={[
+          { title: 'Time', cell: (e) => formatTs(e.createdTime) },
+          { title: 'User', cell: (e) => e.userName },
+          { title: 'Action', cell: (e) => e.actionType },
+          { title: 'Status', cell: (e) => e.actionStatus },
+        ]}
+        rowKey={(e) => e.id.id}
+        empty="No audit entries for this device."
+      />
     </>
   );
 }
