@@ -101,6 +101,33 @@ describe('per-port serial settings: RS-485 mode, low latency, line settings', ()
     );
     await waitFor(async () => (await latest('Meter 485')).kwh === '12.5', 15_000, 'the reading');
     await new Promise<void>((resolve) => device.close(() => resolve()));
+
+    // RS-485 mode asked off on a port that has none (ENOTTY): already off, so the port is used.
+    await save({
+      ...body,
+      id,
+      configuration: { devices: [{ ...plain, rs485: { enabled: false } }] },
+    });
+    await waitFor(
+      () =>
+        t.logs.some(
+          (l) => l.msg === 'RS-485 mode off: the driver has none' && l.port === linePair.a,
+        ),
+      15_000,
+      'the switch-off logged',
+    );
+    await waitFor(async () => (await status(id)).lines[0]?.open, 15_000, 'the port open again');
+    await new Promise<void>((resolve, reject) => device.open((e) => (e ? reject(e) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      device.write('kwh=13.5\n', (e) => (e ? reject(e) : device.drain(() => resolve()))),
+    );
+    await waitFor(
+      async () => (await latest('Meter 485')).kwh === '13.5',
+      15_000,
+      'the next reading',
+    );
+    assert.equal((await status(id)).lines[0]?.lastError ?? null, null);
+    await new Promise<void>((resolve) => device.close(() => resolve()));
     await t.api(`/api/connector/${id}`, { method: 'DELETE', token: admin });
   });
 
@@ -254,6 +281,30 @@ describe('per-port serial settings: RS-485 mode, low latency, line settings', ()
         'the not-available error',
       );
       assert.equal((await bare.api('/healthz')).status, 200);
+      // Asking RS-485 mode off needs no addon: the port is used as the driver has it.
+      const off = await bare.api('/api/connector', {
+        token,
+        body: {
+          id,
+          name: 'no addon',
+          type: 'SERIAL',
+          enabled: true,
+          configuration: {
+            devices: [
+              { port: linePair.a, format: 'json', deviceName: 'x', rs485: { enabled: false } },
+            ],
+          },
+        },
+      });
+      assert.equal(off.status, 200);
+      await waitFor(
+        async () => {
+          const r = await bare.api(`/api/connector/${id}/status`, { token });
+          return ((await r.json()) as ConnectorStatus).lines[0]?.open;
+        },
+        15_000,
+        'the port open without the addon',
+      );
     } finally {
       await bare.close();
     }

@@ -41,11 +41,21 @@ function applyPortModes(
   log: Logger | undefined,
 ): void {
   const fd = (port as { fd?: unknown }).fd;
-  const wanted = [modes.rs485 && 'RS-485 mode', modes.lowLatency && 'low-latency mode'].filter(
-    (w): w is string => typeof w === 'string',
-  );
-  if (!native.available) throw new Error(`${wanted.join(' and ')} not available: ${native.reason}`);
-  if (typeof fd !== 'number') throw new Error(`${wanted[0]} not offered by ${path}: no descriptor`);
+  // `rs485.enabled: false` asks for RS-485 mode off: a port that has no such mode (or a gateway
+  // that cannot ask) already is, so it is used and the fact logged, never refused.
+  const switchOff = modes.rs485?.enabled === false;
+  const wanted = [
+    modes.rs485 && !switchOff && 'RS-485 mode',
+    modes.lowLatency && 'low-latency mode',
+  ].filter((w): w is string => typeof w === 'string');
+  if (!native.available) {
+    if (wanted.length > 0)
+      throw new Error(`${wanted.join(' and ')} not available: ${native.reason}`);
+    log?.warn({ port: path, reason: native.reason }, 'RS-485 mode left as the driver has it');
+    return;
+  }
+  if (typeof fd !== 'number')
+    throw new Error(`${wanted[0] ?? 'RS-485 mode'} not offered by ${path}: no descriptor`);
   const { addon } = native;
   const refused = (what: string, err: unknown) =>
     new Error(
@@ -56,7 +66,9 @@ function applyPortModes(
       const applied = addon.rs485Set(fd, modes.rs485);
       log?.info({ port: path, rs485: applied }, 'RS-485 mode set');
     } catch (err) {
-      throw refused('RS-485 mode', err);
+      const code = (err as NodeJS.ErrnoException).code;
+      if (!switchOff || (code !== 'ENOTTY' && code !== 'ENOSYS')) throw refused('RS-485 mode', err);
+      log?.info({ port: path, code }, 'RS-485 mode off: the driver has none');
     }
   }
   if (modes.lowLatency) {
