@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { AttributeScope } from '../attributes/types.js';
 import { entityId } from '../common/entity.js';
 import { validate } from '../common/validate.js';
+import { wallParts } from '../common/wall-clock.js';
 import type { Db } from '../db/open.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { GatewayMsg, MessageProcessor } from '../messages/types.js';
@@ -95,18 +96,8 @@ export interface SchedulerEventServiceDeps {
 
 /** Hour, minute, second and day of `ts` as a wall clock in `timezone`. */
 function wallClock(ts: number, timezone: string | undefined) {
-  const parts = new Intl.DateTimeFormat('en-US', {
-    timeZone: timezone,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: 'numeric',
-    day: 'numeric',
-    hour: 'numeric',
-    minute: 'numeric',
-    second: 'numeric',
-  }).formatToParts(new Date(ts));
-  const get = (t: string) => Number(parts.find((p) => p.type === t)?.value ?? 0);
-  return { s: get('second'), m: get('minute'), h: get('hour'), d: get('day'), mo: get('month') };
+  const p = wallParts(ts, timezone);
+  return { s: p.second, m: p.minute, h: p.hour, d: p.day, mo: p.month };
 }
 
 /** The cron expression of a schedule, and whether it runs once. */

@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { wallParts } from '../../src/common/wall-clock.js';
 import { api, errorText } from '../lib/api.js';
 
 /**
@@ -23,20 +24,7 @@ export const timeZones = (): string[] =>
 
 /** The offset of `timezone` from UTC at `ms` (ms; Berlin in summer: +7,200,000). */
 function offsetAt(ms: number, timezone: string): number {
-  const p = Object.fromEntries(
-    new Intl.DateTimeFormat('en-US', {
-      timeZone: timezone,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: 'numeric',
-      day: 'numeric',
-      hour: 'numeric',
-      minute: 'numeric',
-      second: 'numeric',
-    })
-      .formatToParts(new Date(ms))
-      .map((x) => [x.type, Number(x.value)]),
-  );
+  const p = wallParts(ms, timezone);
   const wall = Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second);
   return wall - Math.floor(ms / 1000) * 1000;
 }
