@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { DB_FILE } from '../src/db/open.js';
 import { createDevice, startGateway, type TestGateway } from './helpers/gateway.js';
-import { activateUser, createCustomer, createUser } from './helpers/users.js';
+import { activateUser, createCustomer, createUser, tenantIdOf } from './helpers/users.js';
 import { forCmd, hotterThan, postTelemetry, type Update, WsClient } from './helpers/ws.js';
 
 // Users' attributes (platform.md §3.8 with `USER`, access as CE's user permissions, §6.2), the
@@ -46,10 +46,7 @@ describe('user attributes', () => {
   before(async () => {
     t = await startGateway();
     admin = await t.adminToken();
-    const me = (await (await t.api('/api/auth/user', { token: admin })).json()) as {
-      tenantId: { id: string };
-    };
-    tenantId = me.tenantId.id;
+    tenantId = await tenantIdOf(t, admin);
     customerA = await createCustomer(t, 'Attr customer A');
     const customerB = await createCustomer(t, 'Attr customer B');
     userA1 = await createUser(t, 'a1@attrs.test', customerA);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startGateway, type TestGateway } from './helpers/gateway.js';
-import { activateUser, createCustomer, createUser } from './helpers/users.js';
+import { activateUser, createCustomer, createUser, tenantIdOf } from './helpers/users.js';
 import { forCmd, type Update, WsClient } from './helpers/ws.js';
 
 // Legacy attribute subscriptions (`attrSubCmds` on /api/ws/plugins/telemetry, `ATTRIBUTES` on
@@ -33,10 +33,7 @@ describe('WebSocket attribute subscriptions on users, customers and the tenant',
   before(async () => {
     t = await startGateway();
     admin = await t.adminToken();
-    const me = (await (await t.api('/api/auth/user', { token: admin })).json()) as {
-      tenantId: { id: string };
-    };
-    tenantId = me.tenantId.id;
+    tenantId = await tenantIdOf(t, admin);
     customerA = await createCustomer(t, 'WS owner customer A');
     customerB = await createCustomer(t, 'WS owner customer B');
     userA1 = await createUser(t, 'a1@ws-owner.test', customerA);

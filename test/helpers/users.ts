@@ -9,6 +9,12 @@ async function ok<T>(res: Response, what: string): Promise<T> {
   return (await res.json()) as T;
 }
 
+/** The tenant id of the signed-in user behind `token` (GET /api/auth/user). */
+export async function tenantIdOf(t: TestGateway, token: string): Promise<string> {
+  const res = await t.api('/api/auth/user', { token });
+  return (await ok<{ tenantId: Ref }>(res, 'read the signed-in user')).tenantId.id;
+}
+
 /** Creates a customer as the tenant administrator and returns its id. */
 export async function createCustomer(t: TestGateway, title: string): Promise<string> {
   const res = await t.api('/api/customer', { body: { title }, token: await t.adminToken() });
