@@ -42,6 +42,17 @@ export function derive(msg: GatewayMsg, changes: MsgChanges, sameData = false): 
 export function toMetadata(value: unknown): Record<string, string> {
   const out: Record<string, string> = {};
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return out;
+  // Already a string map (a script's metadata, changed or not): itself, as messages never change.
+  if (Object.getPrototypeOf(value) === Object.prototype) {
+    let strings = true;
+    for (const k in value) {
+      if (typeof (value as Record<string, unknown>)[k] !== 'string') {
+        strings = false;
+        break;
+      }
+    }
+    if (strings) return value as Record<string, string>;
+  }
   for (const [k, v] of Object.entries(value)) {
     if (v === null || v === undefined) continue;
     out[k] = typeof v === 'string' ? v : JSON.stringify(v);

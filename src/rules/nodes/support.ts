@@ -125,40 +125,28 @@ export class NodeScript {
 
   get #compiled(): CompiledScript {
     if (this.#disposed) throw new ScriptRuntimeError('script is disposed');
-    this.#script ??= this.scripts.compile(this.#body, this.argNames);
+    this.#script ??= this.scripts.compile(this.#body, this.argNames, { fast: true });
     return this.#script;
   }
 
-  /** The script's result as JSON text (undefined: it returned nothing). */
-  runText(msg: GatewayMsg): { text: string | undefined; dataText: string } {
-    const args = this.#args(msg);
-    return { text: this.#compiled.invoke(args), dataText: args[0] as string };
+  /** The script on one message: its parsed result, or its error. */
+  runOne(msg: GatewayMsg): CallOutcome {
+    return this.#compiled.call(this.#args(msg));
+  }
+
+  /** The script on many messages in one go (one sandbox call for those QuickJS answers). */
+  runMany(msgs: readonly GatewayMsg[]): CallOutcome[] {
+    return this.#compiled.callMany(msgs.map((m) => this.#args(m)));
   }
 
   /**
-   * The script on many messages in one sandbox call: each message's outcome (its parsed
-   * result, or its own error) and its data as the script received it (JSON text).
+   * `msg`, `metadata`, `msgType` as values (the sandbox copies them when the script may change
+   * them). An argument the body never names (and that it cannot reach through `arguments` or
+   * `eval`) is passed as `null`: QuickJS then does not parse what the script cannot see.
    */
-  runMany(msgs: readonly GatewayMsg[]): { outcomes: CallOutcome[]; dataTexts: string[] } {
-    const calls = msgs.map((m) => this.#args(m));
-    return {
-      outcomes: this.#compiled.invokeMany(calls),
-      dataTexts: calls.map((c) => c[0] as string),
-    };
-  }
-
-  /**
-   * `msg`, `metadata`, `msgType` as JSON texts. An argument the body never names (and that it
-   * cannot reach through `arguments` or `eval`) is passed as `null`: the sandbox then does not
-   * parse what the script cannot see (a filter on `msg` alone parses no metadata).
-   */
-  #args(msg: GatewayMsg): string[] {
+  #args(msg: GatewayMsg): unknown[] {
     const [data, metadata, type] = this.#unseen;
-    return [
-      data ? 'null' : JSON.stringify(msg.data ?? {}),
-      metadata ? 'null' : JSON.stringify(msg.metadata),
-      type ? 'null' : JSON.stringify(msg.type),
-    ];
+    return [data ? null : (msg.data ?? {}), metadata ? null : msg.metadata, type ? null : msg.type];
   }
 
   /** For `msg`, `metadata`, `msgType`: true when the body cannot see it. */
@@ -168,8 +156,9 @@ export class NodeScript {
   }
 
   run(msg: GatewayMsg): unknown {
-    const { text } = this.runText(msg);
-    return text === undefined ? undefined : JSON.parse(text);
+    const o = this.runOne(msg);
+    if (!o.ok) throw o.error;
+    return o.value;
   }
 
   /** Runs with arbitrary JSON texts (generator: previous message parts). */
@@ -206,12 +195,12 @@ export function deviceOf(msg: GatewayMsg, node: string): string {
 /**
  * A node that runs one script per message with `msg`, `metadata`, `msgType` (filter, switch,
  * transform, log): TBEL by default as ThingsBoard's new nodes; `onResult` turns the script's
- * parsed result into outputs (`dataText` is the data as the script received it).
+ * parsed result into outputs.
  */
 export function scriptNodeSpec(
   type: string,
   defaultScript: string,
-  onResult: (result: unknown, msg: GatewayMsg, init: NodeInit, dataText: string) => NodeResult,
+  onResult: (result: unknown, msg: GatewayMsg, init: NodeInit) => NodeResult,
 ): NodeSpec {
   return {
     type: `${PREFIX}${type}`,
@@ -220,20 +209,15 @@ export function scriptNodeSpec(
     create: (init) => {
       const script = new NodeScript(init.services.scripts, init.config, 'jsScript', 'tbelScript');
       return {
-        onMsg: (msg) =>
-          withScript(script, () => {
-            const { text, dataText } = script.runText(msg);
-            return onResult(text === undefined ? undefined : JSON.parse(text), msg, init, dataText);
-          }),
-        // Many messages in one sandbox call; each keeps its own result or error.
+        onMsg: (msg) => withScript(script, () => onResult(script.run(msg), msg, init)),
+        // Many messages in one go; each keeps its own result or error.
         onBatch: (msgs) => {
           if (script.prepare() !== undefined) return undefined;
-          const { outcomes, dataTexts } = script.runMany(msgs);
-          return outcomes.map((o, i) => {
+          return script.runMany(msgs).map((o, i) => {
             if (!o.ok) return o.error;
             const msg = msgs[i] as GatewayMsg;
             try {
-              return onResult(o.value, msg, init, dataTexts[i] as string);
+              return onResult(o.value, msg, init);
             } catch (err) {
               return err instanceof Error ? err : new Error(String(err));
             }

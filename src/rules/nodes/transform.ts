@@ -1,6 +1,7 @@
 /** Transformation nodes (rule-engine reference §3.2). */
 import type { GatewayMsg } from '../../messages/types.js';
 import { derive, processPattern, toMetadata } from '../msg.js';
+import { sameJson } from '../script/interpreter.js';
 import { type NodeOutput, type NodeSpec, SUCCESS } from '../types.js';
 import { bool, PREFIX, record, scriptNodeSpec, str, strings, wrongResult } from './support.js';
 
@@ -11,13 +12,14 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** One `{msg?, metadata?, msgType?}`: missing parts are the input's (reference §4). */
-function transformed(msg: GatewayMsg, r: unknown, dataText: string): NodeOutput {
+function transformed(msg: GatewayMsg, r: unknown): NodeOutput {
   if (!isObject(r)) throw wrongResult('{msg, metadata, msgType}', r);
   let data = msg.data;
   let same = true;
   if ('msg' in r) {
     data = r.msg;
-    same = JSON.stringify(r.msg) === dataText;
+    // The data as the script received it, compared as JSON text would be.
+    same = sameJson(r.msg, msg.data ?? {});
   }
   const metadata = isObject(r.metadata) ? toMetadata(r.metadata) : msg.metadata;
   const type = typeof r.msgType === 'string' && r.msgType !== '' ? r.msgType : msg.type;
@@ -27,10 +29,10 @@ function transformed(msg: GatewayMsg, r: unknown, dataText: string): NodeOutput 
 export const scriptTransform = scriptNodeSpec(
   'transform.TbTransformMsgNode',
   TRANSFORM_SCRIPT,
-  (result, msg, _init, dataText) => {
-    if (!Array.isArray(result)) return transformed(msg, result, dataText);
+  (result, msg) => {
+    if (!Array.isArray(result)) return transformed(msg, result);
     if (result.length === 0) throw wrongResult('a non-empty array', result);
-    return result.map((r) => transformed(msg, r, dataText));
+    return result.map((r) => transformed(msg, r));
   },
 );
 

@@ -12,6 +12,7 @@ import type {
   QuickJSRuntime,
   QuickJSWASMModule,
 } from 'quickjs-emscripten-core';
+import { copyJson, FastScript, ScriptTimeout, toJsonResult } from './interpreter.js';
 
 /** ThingsBoard's script limits (reference §4): body 50 000 chars, args 100 000, result 300 000. */
 export const MAX_SCRIPT_CHARS = 50_000;
@@ -117,9 +118,16 @@ export class ScriptEngine {
 
   /**
    * Compiles a ThingsBoard script body (the text inside `function(<argNames>) { ... }`) once.
-   * Throws ScriptCompileError with the line it could not parse.
+   * Throws ScriptCompileError with the line it could not parse. With `fast`, a script in the
+   * interpreter's subset (interpreter.ts) runs there, and its QuickJS runtime is built only
+   * when a call is first deferred to it; without, QuickJS compiles it now (the save-time check,
+   * whose errors are QuickJS's).
    */
-  compile(body: string, argNames: readonly string[]): CompiledScript {
+  compile(
+    body: string,
+    argNames: readonly string[],
+    options: { fast?: boolean } = {},
+  ): CompiledScript {
     if (body.trim() === '') throw new ScriptCompileError('script is empty', undefined);
     if (body.length > MAX_SCRIPT_CHARS)
       throw new ScriptCompileError(
@@ -127,7 +135,7 @@ export class ScriptEngine {
         undefined,
       );
     if (!this.#module) throw new Error('the script engine is not loaded: await ready() first');
-    return new CompiledScript(this.#module, body, argNames, this.limits);
+    return new CompiledScript(this.#module, body, argNames, this.limits, options.fast === true);
   }
 }
 
@@ -207,6 +215,11 @@ function newString(ctx: QuickJSContext, text: string): QuickJSHandle {
   }
 }
 
+/** An argument's JSON text for QuickJS (`null` for undefined, as an unseen argument). */
+function jsonText(v: unknown): string {
+  return JSON.stringify(v) ?? 'null';
+}
+
 function argsSize(args: readonly string[]): number {
   let size = 0;
   for (const a of args) size += a.length;
@@ -218,6 +231,30 @@ function tooLarge(size: number): ScriptRuntimeError {
     `script arguments are ${size} characters, at most ${MAX_ARGS_CHARS}`,
   );
 }
+
+/**
+ * An upper bound of the characters `JSON.stringify(v)` makes (escapes counted at their longest),
+ * or Infinity past `max`: the argument limit checked without making the text.
+ */
+function jsonCharsAtMost(v: unknown, max: number, depth = 0): number {
+  if (typeof v === 'string') return v.length * 6 + 2;
+  if (v === null || typeof v !== 'object') return 24;
+  if (depth > 100) return Number.POSITIVE_INFINITY;
+  let n = 2;
+  if (Array.isArray(v)) {
+    n += v.length;
+    for (let i = 0; i < v.length && n <= max; i++) n += jsonCharsAtMost(v[i], max, depth + 1);
+    return n;
+  }
+  for (const k in v) {
+    n += k.length * 6 + 4 + jsonCharsAtMost((v as Record<string, unknown>)[k], max, depth + 1);
+    if (n > max) return n;
+  }
+  return n;
+}
+
+/** Consecutive deferred calls after which a script stops trying the interpreter first. */
+const GIVE_UP_AFTER = 64;
 
 function resultTooLarge(size: number): ScriptRuntimeError {
   return new ScriptRuntimeError(`script result is ${size} characters, at most ${MAX_RESULT_CHARS}`);
@@ -233,14 +270,47 @@ export class CompiledScript {
   /** Thread CPU time at the first interrupt poll of the running call; -1 before it. */
   #cpuStart = -1;
   #disposed = false;
+  /** The QuickJS runtime exists (it is built lazily behind a fast script). */
+  #built = false;
+  /** The interpreter's compiled form; undefined when the script is QuickJS's alone. */
+  #fast: FastScript | undefined;
+  #deferredInARow = 0;
+  /** Calls answered by the interpreter, and calls QuickJS answered (deferred or QuickJS-only). */
+  readonly calls = { fast: 0, quickjs: 0 };
+  /** Why the interpreter does not run this script (compile time), when it does not. */
+  readonly deferredReason: string | undefined;
 
   constructor(
     private readonly module: QuickJSWASMModule,
     private readonly body: string,
     private readonly argNames: readonly string[],
     private readonly limits: ScriptLimits,
+    fast = false,
   ) {
-    this.#build();
+    let reason: string | undefined = 'not asked for';
+    if (fast) {
+      try {
+        const f = FastScript.compile(body, argNames, limits);
+        if (f instanceof FastScript) {
+          this.#fast = f;
+          reason = undefined;
+        } else reason = f.deferred;
+      } catch (err) {
+        // A construct the interpreter mishandles is QuickJS's, never a failed compile.
+        reason = `interpreter: ${(err as Error).message}`;
+      }
+    }
+    this.deferredReason = reason;
+    if (!this.#fast) this.#build();
+  }
+
+  /** True when the interpreter runs this script's calls (QuickJS only those it defers). */
+  get fast(): boolean {
+    return this.#fast !== undefined;
+  }
+
+  #quick(): void {
+    if (!this.#built) this.#build();
   }
 
   /**
@@ -291,6 +361,72 @@ export class CompiledScript {
     this.#fn = context.getProp(result.value, 0);
     this.#many = context.getProp(result.value, 1);
     result.value.dispose();
+    this.#built = true;
+  }
+
+  /**
+   * One call with its arguments as values (the caller's, never changed: a script that may change
+   * them gets copies): in the interpreter when it can answer exactly, else in QuickJS with their
+   * JSON texts.
+   */
+  call(args: readonly unknown[]): CallOutcome {
+    if (this.#disposed) throw new ScriptRuntimeError('script is disposed');
+    const fast = this.#fastCall(args);
+    if (fast) return fast;
+    this.calls.quickjs++;
+    return this.#one(args.map(jsonText));
+  }
+
+  /** Many calls (the rule engine's script nodes); deferred ones go to QuickJS in one batch. */
+  callMany(calls: ReadonlyArray<readonly unknown[]>): CallOutcome[] {
+    if (this.#disposed) throw new ScriptRuntimeError('script is disposed');
+    const out = new Array<CallOutcome>(calls.length);
+    const rest: number[] = [];
+    for (let i = 0; i < calls.length; i++) {
+      const o = this.#fastCall(calls[i] as readonly unknown[]);
+      if (o) out[i] = o;
+      else rest.push(i);
+    }
+    if (rest.length === 0) return out;
+    this.calls.quickjs += rest.length;
+    const quick = this.invokeMany(rest.map((i) => (calls[i] as readonly unknown[]).map(jsonText)));
+    for (let k = 0; k < rest.length; k++) out[rest[k] as number] = quick[k] as CallOutcome;
+    return out;
+  }
+
+  /** The interpreter's answer, or undefined when QuickJS must give it. */
+  #fastCall(args: readonly unknown[]): CallOutcome | undefined {
+    const fast = this.#fast;
+    if (!fast) return undefined;
+    let size = 0;
+    for (const a of args) size += jsonCharsAtMost(a, MAX_ARGS_CHARS);
+    // Near the limit the exact text decides (QuickJS's path measures it so).
+    if (size > MAX_ARGS_CHARS) return undefined;
+    try {
+      const copies = fast.copies;
+      let input = args;
+      if (copies.includes(true)) input = args.map((a, i) => (copies[i] ? copyJson(a) : a));
+      const r = fast.call(input);
+      const { value, chars } = toJsonResult(r, MAX_RESULT_CHARS);
+      this.#deferredInARow = 0;
+      this.calls.fast++;
+      if (chars !== undefined) return { ok: false, error: resultTooLarge(chars) };
+      return { ok: true, value };
+    } catch (err) {
+      if (err instanceof ScriptTimeout) {
+        this.calls.fast++;
+        return {
+          ok: false,
+          error: new ScriptRuntimeError(`script stopped after ${err.limitMs} ms of CPU time`),
+        };
+      }
+      // @NOTE: a Defer (or anything else the interpreter raised): QuickJS answers the call. A
+      // script that keeps deferring (it throws on every message, it builds a Date) stops trying
+      // the interpreter first.
+      if (++this.#deferredInARow >= GIVE_UP_AFTER) this.#fast = undefined;
+      this.#quick();
+      return undefined;
+    }
   }
 
   /**
@@ -300,6 +436,7 @@ export class CompiledScript {
    */
   invoke(jsonArgs: readonly string[]): string | undefined {
     if (this.#disposed) throw new ScriptRuntimeError('script is disposed');
+    this.#quick();
     const size = argsSize(jsonArgs);
     if (size > MAX_ARGS_CHARS) throw tooLarge(size);
     const ctx = this.#context;
@@ -319,6 +456,7 @@ export class CompiledScript {
    */
   invokeMany(calls: ReadonlyArray<readonly string[]>): CallOutcome[] {
     if (this.#disposed) throw new ScriptRuntimeError('script is disposed');
+    this.#quick();
     const out = new Array<CallOutcome>(calls.length);
     const parts: string[] = [];
     const at: number[] = [];
@@ -417,6 +555,8 @@ export class CompiledScript {
   }
 
   #release(): void {
+    if (!this.#built) return;
+    this.#built = false;
     this.#fn.dispose();
     this.#many.dispose();
     this.#context.dispose();

@@ -1,0 +1,1997 @@
+/**
+ * The rule engine's fast script path: a ThingsBoard script whose syntax is in a plain subset of
+ * JavaScript is parsed once (acorn) and compiled to a tree of closures that evaluate it on the
+ * message's own values, with no JSON text crossing a boundary. It is a sandbox by construction:
+ * the script reaches only what this file hands it (its arguments, the objects it makes, and an
+ * allowlist of built-ins); there is no `eval`, no `node:vm`, no host object, no prototype, no
+ * constructor and no global it can name or write.
+ *
+ * It never guesses. Whatever it does not do exactly as JavaScript does (a construct outside the
+ * subset, a property it does not hand out, an exception, a call that would allocate more than the
+ * memory limit) is a `Defer`: the script (at compile time) or that one call (at run time) goes to
+ * the QuickJS sandbox instead, which runs it as before. A call is pure: it sees copies of its
+ * arguments and no state survives it (a script that writes an undeclared global is not compiled
+ * here), so running a deferred call again in QuickJS gives the answer QuickJS alone would give.
+ * Only the time limit is final here: a script that runs out of CPU time is stopped, as in QuickJS.
+ *
+ * Why: a script call through QuickJS costs its arguments' JSON parse and its result's JSON
+ * stringify inside WebAssembly (7-9 µs for a telemetry message), about four times what the rest of
+ * the rule chain costs (docs/benchmarks.md, docs/rules.md). ThingsBoard's own answer to the same
+ * cost is TBEL, an interpreted language run in-process in its own sandbox.
+ */
+import {
+  type ArrowFunctionExpression,
+  type AssignmentExpression,
+  type BlockStatement,
+  type CallExpression,
+  type Expression,
+  type ForInStatement,
+  type ForOfStatement,
+  type ForStatement,
+  type FunctionDeclaration,
+  type FunctionExpression,
+  type MemberExpression,
+  type Node,
+  type ObjectExpression,
+  type Pattern,
+  parse,
+  type Statement,
+  type SwitchStatement,
+  type VariableDeclaration,
+} from 'acorn';
+
+/** Hands a script (compile time) or one call (run time) to QuickJS. */
+export class Defer {
+  constructor(readonly reason: string) {}
+}
+
+/** The call ran out of its CPU time: final, not deferred. */
+export class ScriptTimeout {
+  constructor(readonly limitMs: number) {}
+}
+
+function defer(reason: string): never {
+  throw new Defer(reason);
+}
+
+export interface FastLimits {
+  /** CPU time of this thread one call may spend. */
+  readonly timeoutMs: number;
+  /** What one call may allocate, estimated; past it the call is deferred (QuickJS measures exactly). */
+  readonly memoryBytes: number;
+}
+
+/** CPU time of this thread, in ms. */
+function threadCpuMs(): number {
+  const u = process.threadCpuUsage();
+  return (u.user + u.system) / 1000;
+}
+
+/** Operations between two looks at the clock. */
+const TICKS = 2048;
+/** Nested calls of the script's own functions before a call is deferred (QuickJS: 256 KiB stack). */
+const MAX_DEPTH = 200;
+/** Nesting of a result before it is deferred (a cycle, or deeper than a message needs). */
+const MAX_RESULT_DEPTH = 500;
+
+/** Counts a call's work and allocations; one per compiled script, reset per call. */
+class Meter {
+  ticks = TICKS;
+  memory = 0;
+  depth = 0;
+  #cpuStart = -1;
+
+  constructor(readonly limits: FastLimits) {}
+
+  start(): void {
+    this.ticks = TICKS;
+    this.memory = this.limits.memoryBytes;
+    this.depth = 0;
+    this.#cpuStart = -1;
+  }
+
+  /**
+   * The clock starts at the first look, as QuickJS's interrupt handler: a call that never gets
+   * there (2,048 operations) is too short to run away.
+   */
+  tick(n: number): void {
+    this.ticks -= n;
+    if (this.ticks >= 0) return;
+    this.ticks = TICKS;
+    const now = threadCpuMs();
+    if (this.#cpuStart < 0) this.#cpuStart = now;
+    else if (now - this.#cpuStart > this.limits.timeoutMs)
+      throw new ScriptTimeout(this.limits.timeoutMs);
+  }
+
+  charge(bytes: number): void {
+    this.memory -= bytes;
+    if (this.memory < 0) defer('memory');
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values the script may hold: primitives, plain objects and arrays (its own, its arguments' copies,
+// built-ins' results), and functions whose prototype is SANDBOX_FN (its own closures and the
+// allowlisted built-ins below). Nothing else is reachable.
+
+/**
+ * The prototype of every function the script can hold. A function turned into text (String(f),
+ * `'' + f`) would show this file's code, not the script's, so it defers instead.
+ */
+const SANDBOX_FN: object = Object.create(Function.prototype, {
+  toString: {
+    value: () => defer('function as text'),
+  },
+  [Symbol.toPrimitive]: {
+    value: () => defer('function as a primitive'),
+  },
+});
+
+function sandboxFn<F extends (...args: never[]) => unknown>(fn: F): F {
+  Object.setPrototypeOf(fn, SANDBOX_FN);
+  return fn;
+}
+
+function isSandboxFn(v: unknown): v is (...args: unknown[]) => unknown {
+  return typeof v === 'function' && Object.getPrototypeOf(v) === SANDBOX_FN;
+}
+
+/**
+ * A built-in namespace (Math, JSON, Object, ...): a null-prototype table of what the script may
+ * read or call on it. Namespaces are only ever the object of a member expression (checked at
+ * compile time), so they never reach a value position.
+ */
+type Namespace = Readonly<Record<string, unknown>>;
+
+function namespace(members: Record<string, unknown>): Namespace {
+  const ns = Object.create(null) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(members)) {
+    if (typeof v !== 'function') ns[k] = v;
+    else {
+      // A wrapper: the host's own function keeps its prototype.
+      const f = v as (...a: unknown[]) => unknown;
+      ns[k] = sandboxFn((...a: unknown[]) => f(...a));
+    }
+  }
+  return Object.freeze(ns);
+}
+
+const isArray = Array.isArray;
+const hasOwn = Object.hasOwn;
+
+/** True for what the script may write to: its plain objects and arrays. */
+function writable(o: unknown): o is Record<string, unknown> {
+  if (o === null || typeof o !== 'object') return false;
+  if (isArray(o)) return true;
+  const proto = Object.getPrototypeOf(o);
+  return proto === Object.prototype;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compile-time scopes.
+
+type Kind = 'var' | 'let' | 'const' | 'param' | 'function' | 'self';
+
+interface Binding {
+  readonly slot: number;
+  readonly kind: Kind;
+}
+
+/** Marks a let/const slot before its declaration ran (the temporal dead zone). */
+const TDZ: unique symbol = Symbol('tdz');
+/** A logical assignment (`a ||= b`) that writes nothing. */
+const KEEP: unique symbol = Symbol('keep');
+/** A `?.` that met null or undefined: the rest of its chain is skipped. */
+const SHORT: unique symbol = Symbol('short');
+
+class FnScope {
+  slots = 0;
+  readonly blocks: Map<string, Binding>[] = [new Map()];
+  constructor(readonly parent: FnScope | undefined) {}
+
+  declare(name: string, kind: Kind): Binding {
+    const top = this.blocks[this.blocks.length - 1] as Map<string, Binding>;
+    const existing = top.get(name);
+    if (existing) {
+      if (kind === 'var' || kind === 'function') {
+        if (existing.kind === 'let' || existing.kind === 'const') defer('redeclared');
+        return existing;
+      }
+      defer('redeclared');
+    }
+    const b: Binding = { slot: this.slots++, kind };
+    top.set(name, b);
+    return b;
+  }
+}
+
+interface Resolved {
+  readonly depth: number;
+  readonly binding: Binding;
+}
+
+function resolve(scope: FnScope, name: string): Resolved | undefined {
+  let depth = 0;
+  for (let s: FnScope | undefined = scope; s; s = s.parent, depth++) {
+    for (let i = s.blocks.length - 1; i >= 0; i--) {
+      const b = (s.blocks[i] as Map<string, Binding>).get(name);
+      if (b) return { depth, binding: b };
+    }
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run-time frames and compiled forms.
+
+interface Frame {
+  readonly v: unknown[];
+  readonly up: Frame | undefined;
+  r: unknown;
+}
+
+type Ev = (f: Frame) => unknown;
+/** A statement: 0 went on, 1 break, 2 continue, 3 return (value in `f.r`). */
+type Ex = (f: Frame) => number;
+const NEXT = 0;
+const BREAK = 1;
+const CONTINUE = 2;
+const RETURN = 3;
+
+function frameAt(f: Frame, depth: number): Frame {
+  let x = f;
+  for (let i = 0; i < depth; i++) x = x.up as Frame;
+  return x;
+}
+
+/** Walks a subtree, not into nested functions unless `intoFunctions`. */
+function some(node: Node, pred: (n: Node) => boolean, intoFunctions: boolean): boolean {
+  if (pred(node)) return true;
+  for (const key of Object.keys(node)) {
+    if (key === 'type' || key === 'start' || key === 'end' || key === 'loc') continue;
+    const v = (node as unknown as Record<string, unknown>)[key];
+    const children = isArray(v) ? v : [v];
+    for (const c of children) {
+      if (c === null || typeof c !== 'object' || typeof (c as Node).type !== 'string') continue;
+      const n = c as Node;
+      // A nested function is itself looked at, not what is inside it.
+      if (!intoFunctions && isFunctionNode(n)) {
+        if (pred(n)) return true;
+        continue;
+      }
+      if (some(n, pred, intoFunctions)) return true;
+    }
+  }
+  return false;
+}
+
+const isFunctionNode = (n: Node) =>
+  n.type === 'FunctionExpression' ||
+  n.type === 'FunctionDeclaration' ||
+  n.type === 'ArrowFunctionExpression';
+
+const isLexical = (n: Node) =>
+  n.type === 'VariableDeclaration' && (n as VariableDeclaration).kind !== 'var';
+
+/** Method names that change their object (a script without them, and without writes, reads only). */
+const MUTATING_METHODS = new Set([
+  'push',
+  'pop',
+  'shift',
+  'unshift',
+  'splice',
+  'sort',
+  'reverse',
+  'fill',
+  'copyWithin',
+  'assign',
+]);
+
+/** True when the script may change some object (an argument or one of its own). */
+function writes(root: Node): boolean {
+  return some(
+    root,
+    (n) => {
+      if (n.type === 'AssignmentExpression')
+        return (n as AssignmentExpression).left.type === 'MemberExpression';
+      if (n.type === 'UpdateExpression')
+        return (n as unknown as { argument: Node }).argument.type === 'MemberExpression';
+      if (n.type === 'UnaryExpression')
+        return (n as unknown as { operator: string }).operator === 'delete';
+      if (n.type === 'MemberExpression') {
+        const name = memberName(n as MemberExpression);
+        return name === undefined || MUTATING_METHODS.has(name);
+      }
+      return false;
+    },
+    true,
+  );
+}
+
+/** A member expression's property name when it is known before running. */
+function memberName(m: MemberExpression): string | undefined {
+  if (!m.computed) return (m.property as { name: string }).name;
+  return m.property.type === 'Literal'
+    ? String((m.property as { value: unknown }).value)
+    : undefined;
+}
+
+/** Where a value is only looked at (its result is a primitive, or a branch is chosen by it). */
+function looksOnly(parent: Node, child: Node): boolean {
+  switch (parent.type) {
+    case 'BinaryExpression':
+    case 'UnaryExpression':
+    case 'TemplateLiteral':
+      return (
+        parent.type !== 'UnaryExpression' ||
+        (parent as unknown as { operator: string }).operator !== 'delete'
+      );
+    case 'IfStatement':
+    case 'ConditionalExpression':
+    case 'WhileStatement':
+    case 'DoWhileStatement':
+    case 'ForStatement':
+      return (parent as unknown as { test: Node }).test === child;
+    case 'SwitchStatement':
+      return (parent as unknown as { discriminant: Node }).discriminant === child;
+    case 'SwitchCase':
+      return (parent as unknown as { test: Node }).test === child;
+    default:
+      return false;
+  }
+}
+
+/**
+ * Which arguments the script gets as copies: those it may change. An argument needs none when
+ * the script changes nothing at all, or when every use of its name is a look at one of its
+ * members (`msg.temperature > 20`) or puts it into the value the script returns
+ * (`return {msg: msg}`: nothing runs after that to change it through the result). A name also
+ * declared inside the script (a parameter of a nested function, say) is always copied.
+ */
+function argsToCopy(fn: FunctionExpression, names: readonly string[]): boolean[] {
+  if (!writes(fn.body)) return names.map(() => false);
+  const declared = new Set<string>();
+  some(
+    fn.body,
+    (n) => {
+      if (n.type === 'VariableDeclarator') {
+        const id = (n as unknown as { id: Node }).id;
+        if (id.type === 'Identifier') declared.add((id as unknown as { name: string }).name);
+        else return true;
+      }
+      if (isFunctionNode(n)) {
+        const f = n as FunctionExpression;
+        if (f.id) declared.add(f.id.name);
+        for (const p of f.params)
+          if (p.type === 'Identifier') declared.add(p.name);
+          else return true;
+      }
+      return false;
+    },
+    true,
+  );
+  const unsafe = new Set<string>(names.filter((n) => declared.has(n)));
+  const visit = (node: Node, ancestors: Node[]): void => {
+    if (node.type === 'Identifier') {
+      const name = (node as unknown as { name: string }).name;
+      if (names.includes(name) && !unsafe.has(name) && !safeUse(node, ancestors)) unsafe.add(name);
+      return;
+    }
+    for (const key of Object.keys(node)) {
+      if (key === 'type' || key === 'start' || key === 'end') continue;
+      const v = (node as unknown as Record<string, unknown>)[key];
+      // Names that are not references: a non-computed member's property, an object key.
+      if (
+        key === 'property' &&
+        node.type === 'MemberExpression' &&
+        !(node as MemberExpression).computed
+      )
+        continue;
+      if (
+        key === 'key' &&
+        node.type === 'Property' &&
+        !(node as unknown as { computed: boolean }).computed
+      )
+        continue;
+      ancestors.push(node);
+      for (const c of isArray(v) ? v : [v])
+        if (c !== null && typeof c === 'object' && typeof (c as Node).type === 'string')
+          visit(c as Node, ancestors);
+      ancestors.pop();
+    }
+  };
+  visit(fn.body, []);
+  return names.map((n) => unsafe.has(n));
+}
+
+/** A use of an argument's name that cannot change it (see argsToCopy); `ancestors` end at its parent. */
+function safeUse(node: Node, ancestors: readonly Node[]): boolean {
+  let child = node;
+  let i = ancestors.length - 1;
+  // Member reads with known names: `msg.a.b`, looked at or returned.
+  let member = false;
+  while (i >= 0) {
+    const p = ancestors[i] as Node;
+    if (p.type !== 'MemberExpression' || (p as MemberExpression).object !== child) break;
+    if (memberName(p as MemberExpression) === undefined) return false;
+    member = true;
+    child = p;
+    i--;
+  }
+  const parent = ancestors[i];
+  if (!parent) return false;
+  if (member && looksOnly(parent, child)) return true;
+  // Into the returned value: object and array literals up to the top function's return.
+  while (i >= 0) {
+    const p = ancestors[i] as Node;
+    if (p.type === 'ReturnStatement') {
+      // Only the script's own return: no function between it and the body.
+      return !ancestors.slice(0, i).some(isFunctionNode);
+    }
+    if (p.type === 'Property') {
+      if ((p as unknown as { value: Node }).value !== child) return false;
+    } else if (p.type !== 'ObjectExpression' && p.type !== 'ArrayExpression') return false;
+    child = p;
+    i--;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The built-ins a script may use.
+
+/** `fn` called by a built-in: only the script's own functions and the allowlisted ones. */
+function callback(fn: unknown): (...args: unknown[]) => unknown {
+  if (!isSandboxFn(fn)) defer('callback is not a script function');
+  return fn;
+}
+
+/** A comparator's answer must be a number, or engines sort differently (`(a, b) => a > b`). */
+function comparator(fn: unknown): ((a: unknown, b: unknown) => number) | undefined {
+  if (fn === undefined) return undefined;
+  const f = callback(fn);
+  return (a, b) => {
+    const r = f(a, b);
+    if (typeof r !== 'number') defer('comparator answered no number');
+    return r;
+  };
+}
+
+const NON_ASCII = /[^ -~]/;
+
+function str(s: unknown): string {
+  if (typeof s !== 'string') defer('not a string');
+  return s;
+}
+
+/** Creates the built-ins of one compiled script; they charge its meter. */
+function builtins(meter: Meter) {
+  const chargeString = (s: unknown) => {
+    if (typeof s === 'string' && s.length > 256) meter.charge(s.length);
+    return s;
+  };
+  const chargeArray = (a: unknown) => {
+    if (isArray(a)) {
+      meter.charge(16 + 8 * a.length);
+      meter.tick(a.length >> 5);
+    }
+    return a;
+  };
+  const sp = String.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
+  const ap = Array.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
+
+  const stringMethod = (name: string, s: string, args: unknown[]): unknown => {
+    switch (name) {
+      case 'charAt':
+      case 'charCodeAt':
+      case 'codePointAt':
+      case 'at':
+      case 'indexOf':
+      case 'lastIndexOf':
+      case 'includes':
+      case 'startsWith':
+      case 'endsWith':
+      case 'slice':
+      case 'substring':
+      case 'substr':
+      case 'toUpperCase':
+      case 'toLowerCase':
+        // Case tables of other scripts follow each engine's Unicode version.
+        if (NON_ASCII.test(s)) defer('case of non-ASCII text');
+        return (sp[name] as (...a: unknown[]) => unknown).apply(s, args);
+      case 'trim':
+      case 'trimStart':
+      case 'trimEnd':
+      case 'toString':
+      case 'valueOf':
+        meter.tick(s.length >> 6);
+        return (sp[name] as (...a: unknown[]) => unknown).apply(s, args);
+      case 'concat':
+      case 'split':
+      case 'replace':
+      case 'replaceAll': {
+        meter.tick(s.length >> 6);
+        // A function as replacement is called by the built-in with the match: a script function.
+        if ((name === 'replace' || name === 'replaceAll') && typeof args[1] === 'function')
+          callback(args[1]);
+        const r = (sp[name] as (...a: unknown[]) => unknown).apply(s, args);
+        if (isArray(r)) chargeArray(r);
+        else chargeString(r);
+        return r;
+      }
+      case 'repeat':
+      case 'padStart':
+      case 'padEnd': {
+        const n = Number(args[0]);
+        const size = name === 'repeat' ? n * s.length : n;
+        if (size > 256) meter.charge(size);
+        return (sp[name] as (...a: unknown[]) => unknown).apply(s, args);
+      }
+      default:
+        // match, search, matchAll and localeCompare/normalize (engine-dependent) and the rest.
+        return defer(`string method ${name}`);
+    }
+  };
+
+  const numberMethod = (name: string, n: number, args: unknown[]): unknown => {
+    // A fraction in another base is left to each engine's approximation.
+    if (
+      name === 'toString' &&
+      args[0] !== undefined &&
+      Number(args[0]) !== 10 &&
+      !Number.isInteger(n)
+    )
+      defer('fraction in another base');
+    switch (name) {
+      case 'toFixed':
+      case 'toPrecision':
+      case 'toExponential':
+      case 'toString':
+      case 'valueOf':
+        return (Number.prototype as unknown as Record<string, (...a: unknown[]) => unknown>)[
+          name
+        ]?.apply(n, args);
+      default:
+        return defer(`number method ${name}`);
+    }
+  };
+
+  const arrayMethod = (name: string, a: unknown[], args: unknown[]): unknown => {
+    // Work in proportion to the array, but for the methods at its end.
+    if (name !== 'push' && name !== 'pop' && name !== 'at') meter.tick(a.length >> 5);
+    switch (name) {
+      case 'push':
+      case 'unshift':
+        meter.charge(8 * args.length);
+        return (ap[name] as (...x: unknown[]) => unknown).apply(a, args);
+      case 'pop':
+      case 'at':
+        return (ap[name] as (...x: unknown[]) => unknown).apply(a, args);
+      case 'shift':
+      case 'reverse':
+      case 'indexOf':
+      case 'lastIndexOf':
+      case 'includes':
+        return (ap[name] as (...x: unknown[]) => unknown).apply(a, args);
+      case 'join':
+      case 'toString':
+        return chargeString((ap[name] as (...x: unknown[]) => unknown).apply(a, args));
+      case 'slice':
+      case 'concat':
+      case 'splice':
+      case 'flat':
+        if (name === 'splice') meter.charge(8 * args.length);
+        return chargeArray((ap[name] as (...x: unknown[]) => unknown).apply(a, args));
+      case 'fill':
+        return a.fill(args[0], args[1] as number | undefined, args[2] as number | undefined);
+      case 'sort':
+        return a.sort(comparator(args[0]));
+      case 'map':
+      case 'filter':
+        return chargeArray(
+          (ap[name] as (...x: unknown[]) => unknown).call(a, callback(args[0]), undefined),
+        );
+      case 'forEach':
+      case 'some':
+      case 'every':
+      case 'find':
+      case 'findIndex':
+      case 'findLast':
+      case 'findLastIndex':
+        return (ap[name] as (...x: unknown[]) => unknown).call(a, callback(args[0]), undefined);
+      case 'reduce':
+      case 'reduceRight':
+        return (ap[name] as (...x: unknown[]) => unknown).apply(a, [
+          callback(args[0]),
+          ...args.slice(1),
+        ]);
+      default:
+        return defer(`array method ${name}`);
+    }
+  };
+
+  const objectMethod = (name: string, o: object, args: unknown[]): unknown => {
+    switch (name) {
+      case 'hasOwnProperty':
+        return hasOwn(o, args[0] as PropertyKey);
+      case 'toString':
+        return '[object Object]';
+      case 'valueOf':
+        return o;
+      default:
+        return defer(`object method ${name}`);
+    }
+  };
+
+  const assign = (target: unknown, ...sources: unknown[]) => {
+    if (!writable(target)) defer('Object.assign target');
+    for (const src of sources) {
+      if (src === null || src === undefined) continue;
+      if (typeof src !== 'object' || !writable(src)) defer('Object.assign source');
+      for (const k of Object.keys(src)) {
+        if (k === '__proto__' || (isArray(target) && k === 'length')) defer('Object.assign key');
+        meter.charge(8);
+        target[k] = (src as Record<string, unknown>)[k];
+      }
+    }
+    return target;
+  };
+
+  const plain = (o: unknown, what: string): object => {
+    if (o === null || typeof o !== 'object' || !writable(o)) defer(what);
+    return o;
+  };
+
+  const globals: Record<string, Namespace | ((...a: never[]) => unknown) | number | undefined> = {
+    undefined: undefined,
+    NaN: Number.NaN,
+    Infinity: Number.POSITIVE_INFINITY,
+    // Only what IEEE 754 makes exact: the rest (sin, log, exp, ...) rounds its last digit as
+    // each engine's maths library does, so QuickJS answers those.
+    Math: namespace({
+      ...Object.fromEntries(
+        EXACT_MATH.map((k) => [k, (Math as unknown as Record<string, unknown>)[k]]),
+      ),
+      pow: (a: unknown, b: unknown) => power(a, b),
+    }),
+    JSON: namespace({
+      parse: (text: unknown, reviver?: unknown) => {
+        if (reviver !== undefined) defer('JSON.parse reviver');
+        meter.charge(2 * str(text).length);
+        meter.tick((text as string).length >> 6);
+        return JSON.parse(text as string);
+      },
+      stringify: (value: unknown, replacer?: unknown, space?: unknown) => {
+        if (typeof replacer === 'function') callback(replacer);
+        const r = JSON.stringify(
+          value,
+          replacer as (string | number)[] | undefined,
+          space as string | number | undefined,
+        );
+        meter.tick((r?.length ?? 0) >> 6);
+        return chargeString(r);
+      },
+    }),
+    Object: namespace({
+      keys: (o: unknown) => chargeArray(Object.keys(plain(o, 'Object.keys'))),
+      values: (o: unknown) => chargeArray(Object.values(plain(o, 'Object.values'))),
+      entries: (o: unknown) => {
+        const e = Object.entries(plain(o, 'Object.entries'));
+        meter.charge(48 * e.length);
+        return chargeArray(e);
+      },
+      assign,
+      fromEntries: (e: unknown) => {
+        if (!isArray(e)) defer('Object.fromEntries');
+        meter.charge(16 * e.length);
+        return Object.fromEntries(e as [string, unknown][]);
+      },
+    }),
+    Array: namespace({ isArray: (v: unknown) => isArray(v) }),
+    Number: sandboxFn((...a: unknown[]) => (a.length === 0 ? 0 : Number(a[0]))),
+    String: sandboxFn((...a: unknown[]) => chargeString(a.length === 0 ? '' : String(a[0]))),
+    Boolean: sandboxFn((v: unknown) => Boolean(v)),
+    parseInt: sandboxFn((s: unknown, radix?: unknown) => parseInt(s as string, radix as number)),
+    parseFloat: sandboxFn((s: unknown) => parseFloat(s as string)),
+    isNaN: sandboxFn((v: unknown) => Number.isNaN(Number(v))),
+    isFinite: sandboxFn((v: unknown) => Number.isFinite(Number(v))),
+    encodeURIComponent: sandboxFn((s: unknown) => chargeString(encodeURIComponent(s as string))),
+    decodeURIComponent: sandboxFn((s: unknown) => chargeString(decodeURIComponent(s as string))),
+    encodeURI: sandboxFn((s: unknown) => chargeString(encodeURI(s as string))),
+    decodeURI: sandboxFn((s: unknown) => chargeString(decodeURI(s as string))),
+    Date: namespace({ now: () => Date.now() }),
+  };
+  /** What a global function offers as members (`Number.isInteger`). */
+  const statics = new Map<unknown, Namespace>([
+    [
+      globals.Number,
+      namespace({
+        isInteger: Number.isInteger,
+        isFinite: Number.isFinite,
+        isNaN: Number.isNaN,
+        isSafeInteger: Number.isSafeInteger,
+        parseFloat: (s: unknown) => parseFloat(s as string),
+        parseInt: (s: unknown, radix?: unknown) => parseInt(s as string, radix as number),
+        MAX_SAFE_INTEGER: Number.MAX_SAFE_INTEGER,
+        MIN_SAFE_INTEGER: Number.MIN_SAFE_INTEGER,
+        MAX_VALUE: Number.MAX_VALUE,
+        MIN_VALUE: Number.MIN_VALUE,
+        EPSILON: Number.EPSILON,
+        POSITIVE_INFINITY: Number.POSITIVE_INFINITY,
+        NEGATIVE_INFINITY: Number.NEGATIVE_INFINITY,
+        NaN: Number.NaN,
+      }),
+    ],
+    [
+      globals.String,
+      namespace({
+        fromCharCode: (...codes: unknown[]) => {
+          meter.charge(codes.length);
+          return String.fromCharCode(...(codes as number[]));
+        },
+      }),
+    ],
+  ]);
+  const namespaces = new Set<unknown>(
+    Object.values(globals).filter((v) => typeof v === 'object' && v !== null),
+  );
+
+  return {
+    globals,
+    statics,
+    namespaces,
+    stringMethod,
+    numberMethod,
+    arrayMethod,
+    objectMethod,
+    chargeString,
+  };
+}
+
+type Builtins = ReturnType<typeof builtins>;
+
+/** Math's members whose answers every engine gives alike (exact by IEEE 754, or constants). */
+const EXACT_MATH = [
+  'abs',
+  'ceil',
+  'floor',
+  'round',
+  'trunc',
+  'sign',
+  'max',
+  'min',
+  'sqrt',
+  'fround',
+  'clz32',
+  'imul',
+  'random',
+  'E',
+  'LN10',
+  'LN2',
+  'LOG10E',
+  'LOG2E',
+  'PI',
+  'SQRT1_2',
+  'SQRT2',
+];
+
+/**
+ * `a ** b` where every engine answers alike: a whole power that is a safe integer (computed
+ * exactly). V8 and QuickJS round other powers differently in the last digit (10 ** 2.5).
+ */
+function power(a: unknown, b: unknown): number {
+  const x = +(a as number);
+  const y = +(b as number);
+  if (y === 0) return 1;
+  const r = x ** y;
+  if (Number.isInteger(x) && Number.isInteger(y) && y > 0 && Number.isSafeInteger(r)) return r;
+  if (Number.isNaN(r)) return r;
+  return defer('power rounded by the engine');
+}
+
+/** Globals that are functions in JavaScript but namespaces here: they may not be used as values. */
+const NAMESPACE_NAMES = new Set(['Math', 'JSON', 'Object', 'Array', 'Date']);
+
+type Num = number;
+/** The operators of compound assignment (`x += y`), as functions. */
+const BINOPS: Readonly<Record<string, (a: unknown, b: unknown) => unknown>> = {
+  '+': (a, b) => (a as Num) + (b as Num),
+  '-': (a, b) => (a as Num) - (b as Num),
+  '*': (a, b) => (a as Num) * (b as Num),
+  '/': (a, b) => (a as Num) / (b as Num),
+  '%': (a, b) => (a as Num) % (b as Num),
+  '**': (a, b) => power(a, b),
+  '<<': (a, b) => (a as Num) << (b as Num),
+  '>>': (a, b) => (a as Num) >> (b as Num),
+  '>>>': (a, b) => (a as Num) >>> (b as Num),
+  '&': (a, b) => (a as Num) & (b as Num),
+  '|': (a, b) => (a as Num) | (b as Num),
+  '^': (a, b) => (a as Num) ^ (b as Num),
+};
+
+// ---------------------------------------------------------------------------------------------
+// The compiler.
+
+class Compiler {
+  constructor(
+    private readonly meter: Meter,
+    private readonly b: Builtins,
+  ) {}
+
+  // --- property access ---
+
+  /** `o[k]` read, or Defer where the answer would be a prototype's or a host's. */
+  get(o: unknown, k: unknown): unknown {
+    // An array's element by index: no prototype holds indices, so a hole reads undefined.
+    if (typeof k === 'number' && isArray(o) && k >= 0 && Number.isInteger(k)) return o[k];
+    if (typeof o === 'object' && o !== null) {
+      const key = typeof k === 'string' ? k : this.key(k);
+      if (isArray(o)) {
+        if (key === 'length') return o.length;
+        if (hasOwn(o, key)) return (o as unknown as Record<string, unknown>)[key];
+        if (key in o) defer(`array member ${key}`);
+        return undefined;
+      }
+      if (this.b.namespaces.has(o)) {
+        if (hasOwn(o, key)) return (o as Namespace)[key];
+        return defer(`built-in member ${key}`);
+      }
+      if (hasOwn(o, key)) return (o as Record<string, unknown>)[key];
+      if (key in o) defer(`inherited member ${key}`);
+      return undefined;
+    }
+    if (typeof o === 'string') {
+      const key = typeof k === 'string' ? k : this.key(k);
+      if (key === 'length') return o.length;
+      const i = typeof k === 'number' ? k : Number(key);
+      if (Number.isInteger(i) && i >= 0 && String(i) === key) return o[i];
+      if (key in String.prototype) defer(`string member ${key}`);
+      return undefined;
+    }
+    if (o === null || o === undefined) defer('member of null or undefined');
+    if (typeof o === 'function') {
+      const ns = this.b.statics.get(o);
+      const key = this.key(k);
+      if (ns && hasOwn(ns, key)) return ns[key];
+      defer(`function member ${key}`);
+    }
+    // number, boolean: only inherited members, which are methods.
+    const key = this.key(k);
+    if (key in Object(o)) defer(`primitive member ${key}`);
+    return undefined;
+  }
+
+  /** ToPropertyKey (no symbols exist here). */
+  key(k: unknown): string {
+    return typeof k === 'string' ? k : String(k);
+  }
+
+  set(o: unknown, k: unknown, v: unknown): void {
+    if (!writable(o)) defer('write to a value that is not a script object');
+    const key = this.key(k);
+    if (key === '__proto__') defer('write to __proto__');
+    if (isArray(o)) {
+      if (key === 'length') {
+        if (typeof v !== 'number' || v > o.length) defer('array length grown');
+      } else if (!hasOwn(o, key)) {
+        const i = Number(key);
+        if (Number.isInteger(i) && i >= 0) {
+          if (i > o.length + 1024) defer('sparse array');
+          this.meter.charge(8 * (i - o.length + 1));
+        } else this.meter.charge(16);
+      }
+    } else if (!hasOwn(o, key)) this.meter.charge(16);
+    o[key] = v;
+  }
+
+  /** `o.name(...args)` */
+  callMethod(o: unknown, k: unknown, args: unknown[]): unknown {
+    const key = this.key(k);
+    if (typeof o === 'string') return this.b.stringMethod(key, o, args);
+    if (typeof o === 'object' && o !== null) {
+      if (this.b.namespaces.has(o)) {
+        if (!hasOwn(o, key)) defer(`built-in member ${key}`);
+        return this.call((o as Namespace)[key], args);
+      }
+      if (hasOwn(o, key)) return this.call((o as Record<string, unknown>)[key], args);
+      if (isArray(o)) return this.b.arrayMethod(key, o, args);
+      return this.b.objectMethod(key, o, args);
+    }
+    if (typeof o === 'number') return this.b.numberMethod(key, o, args);
+    if (typeof o === 'boolean') {
+      if (key === 'toString') return String(o);
+      if (key === 'valueOf') return o;
+      defer(`boolean member ${key}`);
+    }
+    if (typeof o === 'function') {
+      const ns = this.b.statics.get(o);
+      if (ns && hasOwn(ns, key)) return this.call(ns[key], args);
+    }
+    return defer(`method ${key}`);
+  }
+
+  call(fn: unknown, args: unknown[]): unknown {
+    if (!isSandboxFn(fn)) defer('call of something that is not a script function');
+    return fn(...args);
+  }
+
+  // --- expressions ---
+
+  expr(node: Expression | Pattern, scope: FnScope): Ev {
+    switch (node.type) {
+      case 'Literal': {
+        if ('regex' in node && node.regex) defer('regular expression');
+        if ('bigint' in node && node.bigint) defer('bigint');
+        const v = node.value;
+        return () => v;
+      }
+      case 'Identifier':
+        return this.identifier(node.name, scope, false);
+      case 'TemplateLiteral': {
+        const quasis = node.quasis.map((q) => {
+          if (q.value.cooked === null || q.value.cooked === undefined) defer('template escape');
+          return q.value.cooked;
+        });
+        const exprs = node.expressions.map((e) => this.expr(e, scope));
+        const charge = this.b.chargeString;
+        return (f) => {
+          let s = quasis[0] as string;
+          for (let i = 0; i < exprs.length; i++) {
+            const v = (exprs[i] as Ev)(f);
+            s += `${typeof v === 'string' ? v : String(v)}${quasis[i + 1]}`;
+          }
+          return charge(s);
+        };
+      }
+      case 'ArrayExpression': {
+        const items = node.elements.map((e) => {
+          if (e === null) return undefined;
+          if (e.type === 'SpreadElement') defer('spread');
+          return this.expr(e, scope);
+        });
+        const n = items.length;
+        const meter = this.meter;
+        if (items.every((i) => i !== undefined)) {
+          const evs = items as Ev[];
+          return (f) => {
+            meter.charge(16 + 8 * n);
+            const a = new Array<unknown>(n);
+            for (let i = 0; i < n; i++) a[i] = (evs[i] as Ev)(f);
+            return a;
+          };
+        }
+        return (f) => {
+          meter.charge(16 + 8 * n);
+          const a = new Array<unknown>(n);
+          for (let i = 0; i < n; i++) {
+            const ev = items[i];
+            if (ev) a[i] = ev(f);
+          }
+          return a;
+        };
+      }
+      case 'ObjectExpression':
+        return this.object(node, scope);
+      case 'FunctionExpression':
+      case 'ArrowFunctionExpression':
+        return this.fn(node, scope);
+      case 'UnaryExpression':
+        return this.unary(node.operator, node.argument, scope);
+      case 'UpdateExpression':
+        return this.update(node.operator, node.prefix, node.argument, scope);
+      case 'BinaryExpression': {
+        if (node.left.type === 'PrivateIdentifier') defer('private name');
+        return this.binary(
+          node.operator,
+          this.expr(node.left, scope),
+          this.expr(node.right, scope),
+        );
+      }
+      case 'LogicalExpression': {
+        const l = this.expr(node.left, scope);
+        const r = this.expr(node.right, scope);
+        if (node.operator === '&&') return (f) => l(f) && r(f);
+        if (node.operator === '||') return (f) => l(f) || r(f);
+        return (f) => l(f) ?? r(f);
+      }
+      case 'ConditionalExpression': {
+        const t = this.expr(node.test, scope);
+        const c = this.expr(node.consequent, scope);
+        const a = this.expr(node.alternate, scope);
+        return (f) => (t(f) ? c(f) : a(f));
+      }
+      case 'AssignmentExpression':
+        return this.assign(node, scope);
+      case 'MemberExpression': {
+        const read = this.member(node, scope);
+        return (f) => {
+          const v = read(f);
+          return v === SHORT ? defer('optional chain outside a chain') : v;
+        };
+      }
+      case 'ChainExpression': {
+        const inner =
+          node.expression.type === 'MemberExpression'
+            ? this.member(node.expression, scope)
+            : this.callExpr(node.expression, scope);
+        return (f) => {
+          const v = inner(f);
+          return v === SHORT ? undefined : v;
+        };
+      }
+      case 'CallExpression': {
+        const c = this.callExpr(node, scope);
+        return (f) => {
+          const v = c(f);
+          return v === SHORT ? defer('optional chain outside a chain') : v;
+        };
+      }
+      case 'NewExpression':
+        // `throw new Error(...)` and `new Date()` are QuickJS's: deferred when they run.
+        return () => defer('new');
+      case 'SequenceExpression': {
+        const parts = node.expressions.map((e) => this.expr(e, scope));
+        return (f) => {
+          let v: unknown;
+          for (const p of parts) v = p(f);
+          return v;
+        };
+      }
+      default:
+        return defer(`expression ${node.type}`);
+    }
+  }
+
+  identifier(name: string, scope: FnScope, forTypeof: boolean): Ev {
+    const r = resolve(scope, name);
+    if (!r) {
+      if (hasOwn(this.b.globals, name)) {
+        if (NAMESPACE_NAMES.has(name)) defer(`${name} as a value`);
+        const v = this.b.globals[name];
+        return () => v;
+      }
+      // An unknown global: typeof says 'undefined', a read throws (QuickJS says which).
+      if (forTypeof) return () => undefined;
+      return () => defer(`unknown global ${name}`);
+    }
+    const { depth, binding } = r;
+    const slot = binding.slot;
+    const lexical = binding.kind === 'let' || binding.kind === 'const';
+    if (depth === 0) {
+      if (!lexical) return (f) => f.v[slot];
+      return (f) => {
+        const v = f.v[slot];
+        return v === TDZ ? defer('read before declaration') : v;
+      };
+    }
+    if (depth === 1) {
+      if (!lexical) return (f) => (f.up as Frame).v[slot];
+    }
+    return (f) => {
+      const v = frameAt(f, depth).v[slot];
+      return v === TDZ ? defer('read before declaration') : v;
+    };
+  }
+
+  /** Writes a resolved variable; undeclared names never get here (compile-time Defer). */
+  assignTo(name: string, scope: FnScope, init = false): (f: Frame, v: unknown) => void {
+    const r = resolve(scope, name);
+    if (!r) return defer(`assignment to undeclared ${name}`);
+    const { depth, binding } = r;
+    if (!init && (binding.kind === 'const' || binding.kind === 'self'))
+      return () => defer('assignment to a constant');
+    const slot = binding.slot;
+    const lexical = binding.kind === 'let';
+    if (depth === 0) {
+      if (!lexical || init)
+        return (f, v) => {
+          f.v[slot] = v;
+        };
+      return (f, v) => {
+        if (f.v[slot] === TDZ) defer('write before declaration');
+        f.v[slot] = v;
+      };
+    }
+    return (f, v) => {
+      const fr = frameAt(f, depth);
+      if (lexical && fr.v[slot] === TDZ) defer('write before declaration');
+      fr.v[slot] = v;
+    };
+  }
+
+  object(node: ObjectExpression, scope: FnScope): Ev {
+    const props = node.properties.map((p) => {
+      if (p.type === 'SpreadElement') defer('spread');
+      if (p.kind !== 'init') defer('getter or setter');
+      let key: Ev;
+      if (p.computed) key = this.expr(p.key, scope);
+      else if (p.key.type === 'Identifier') {
+        const name = p.key.name;
+        if (name === '__proto__' && !p.shorthand) defer('__proto__ in an object literal');
+        key = () => name;
+      } else if (p.key.type === 'Literal') {
+        const name = String(p.key.value);
+        if (name === '__proto__') defer('__proto__ in an object literal');
+        key = () => name;
+      } else return defer('object key');
+      const value = this.expr(p.value as Expression, scope);
+      return { key, value, computed: p.computed };
+    });
+    const n = props.length;
+    const meter = this.meter;
+    return (f) => {
+      meter.charge(32 + 16 * n);
+      const o: Record<string, unknown> = {};
+      for (let i = 0; i < n; i++) {
+        const p = props[i] as { key: Ev; value: Ev; computed: boolean };
+        let k = p.key(f);
+        if (p.computed) {
+          k = this.key(k);
+          if (k === '__proto__') defer('__proto__ key');
+        }
+        o[k as string] = p.value(f);
+      }
+      return o;
+    };
+  }
+
+  unary(op: string, arg: Expression, scope: FnScope): Ev {
+    if (op === 'typeof') {
+      const v =
+        arg.type === 'Identifier' ? this.identifier(arg.name, scope, true) : this.expr(arg, scope);
+      return (f) => typeof v(f);
+    }
+    if (op === 'delete') {
+      if (arg.type !== 'MemberExpression' || arg.optional) return defer('delete of a name');
+      if (arg.object.type === 'Super' || arg.property.type === 'PrivateIdentifier')
+        return defer('delete');
+      const obj = this.expr(arg.object, scope);
+      const key = this.memberKey(arg, scope);
+      return (f) => {
+        const o = obj(f);
+        const k = this.key(key(f));
+        if (!writable(o) || (isArray(o) && k === 'length')) defer('delete');
+        return delete o[k];
+      };
+    }
+    const v = this.expr(arg, scope);
+    switch (op) {
+      case '-':
+        if (arg.type === 'Literal' && typeof arg.value === 'number') {
+          const c = -arg.value;
+          return () => c;
+        }
+        return (f) => -(v(f) as number);
+      case '+':
+        return (f) => +(v(f) as number);
+      case '!':
+        return (f) => !v(f);
+      case '~':
+        return (f) => ~(v(f) as number);
+      case 'void':
+        return (f) => {
+          v(f);
+          return undefined;
+        };
+      default:
+        return defer(`operator ${op}`);
+    }
+  }
+
+  binary(op: string, l: Ev, r: Ev): Ev {
+    type N = number;
+    switch (op) {
+      case '+': {
+        const charge = this.b.chargeString;
+        return (f) => {
+          const x = (l(f) as N) + (r(f) as N);
+          return typeof x === 'string' ? charge(x) : x;
+        };
+      }
+      case '-':
+        return (f) => (l(f) as N) - (r(f) as N);
+      case '*':
+        return (f) => (l(f) as N) * (r(f) as N);
+      case '/':
+        return (f) => (l(f) as N) / (r(f) as N);
+      case '%':
+        return (f) => (l(f) as N) % (r(f) as N);
+      case '**':
+        return (f) => power(l(f), r(f));
+      case '==':
+        // biome-ignore lint/suspicious/noDoubleEquals: the script's own operator
+        return (f) => l(f) == r(f);
+      case '!=':
+        // biome-ignore lint/suspicious/noDoubleEquals: the script's own operator
+        return (f) => l(f) != r(f);
+      case '===':
+        return (f) => l(f) === r(f);
+      case '!==':
+        return (f) => l(f) !== r(f);
+      case '<':
+        return (f) => (l(f) as N) < (r(f) as N);
+      case '<=':
+        return (f) => (l(f) as N) <= (r(f) as N);
+      case '>':
+        return (f) => (l(f) as N) > (r(f) as N);
+      case '>=':
+        return (f) => (l(f) as N) >= (r(f) as N);
+      case '<<':
+        return (f) => (l(f) as N) << (r(f) as N);
+      case '>>':
+        return (f) => (l(f) as N) >> (r(f) as N);
+      case '>>>':
+        return (f) => (l(f) as N) >>> (r(f) as N);
+      case '&':
+        return (f) => (l(f) as N) & (r(f) as N);
+      case '|':
+        return (f) => (l(f) as N) | (r(f) as N);
+      case '^':
+        return (f) => (l(f) as N) ^ (r(f) as N);
+      case 'in':
+        return (f) => {
+          const k = l(f);
+          const o = r(f);
+          if (typeof o !== 'object' || o === null || this.b.namespaces.has(o)) defer('in');
+          return this.key(k) in o;
+        };
+      default:
+        return defer(`operator ${op}`);
+    }
+  }
+
+  memberKey(node: MemberExpression, scope: FnScope): Ev {
+    if (node.property.type === 'PrivateIdentifier') return defer('private name');
+    if (!node.computed) {
+      const name = (node.property as { name: string }).name;
+      return () => name;
+    }
+    return this.expr(node.property, scope);
+  }
+
+  /** The object of a member expression: a namespace name is allowed only here. */
+  memberObject(node: MemberExpression, scope: FnScope): Ev {
+    if (node.object.type === 'Super') return defer('super');
+    const o = node.object;
+    if (o.type === 'Identifier' && !resolve(scope, o.name) && NAMESPACE_NAMES.has(o.name)) {
+      const ns = this.b.globals[o.name];
+      return () => ns;
+    }
+    if (o.type === 'MemberExpression') return this.member(o, scope);
+    if (o.type === 'CallExpression') return this.callExpr(o, scope);
+    return this.expr(o, scope);
+  }
+
+  /** A member read that may be part of an optional chain (SHORT: skipped). */
+  member(node: MemberExpression, scope: FnScope): Ev {
+    const obj = this.memberObject(node, scope);
+    const key = this.memberKey(node, scope);
+    const optional = node.optional;
+    if (!node.computed && !optional) {
+      const name = (node.property as { name: string }).name;
+      return (f) => {
+        const o = obj(f);
+        if (o === SHORT) return SHORT;
+        return this.get(o, name);
+      };
+    }
+    return (f) => {
+      const o = obj(f);
+      if (o === SHORT) return SHORT;
+      if (optional && (o === null || o === undefined)) return SHORT;
+      return this.get(o, key(f));
+    };
+  }
+
+  callExpr(node: CallExpression, scope: FnScope): Ev {
+    const args = node.arguments.map((a) => {
+      if (a.type === 'SpreadElement') defer('spread');
+      return this.expr(a, scope);
+    });
+    const n = args.length;
+    const evalArgs = (f: Frame) => {
+      const out = new Array<unknown>(n);
+      for (let i = 0; i < n; i++) out[i] = (args[i] as Ev)(f);
+      return out;
+    };
+    const optional = node.optional;
+    const callee = node.callee;
+    if (callee.type === 'MemberExpression') {
+      const obj = this.memberObject(callee, scope);
+      const key = this.memberKey(callee, scope);
+      const optMember = callee.optional;
+      return (f) => {
+        const o = obj(f);
+        if (o === SHORT) return SHORT;
+        if (optMember && (o === null || o === undefined)) return SHORT;
+        const k = key(f);
+        if (optional) {
+          const fn = this.get(o, k);
+          if (fn === null || fn === undefined) return SHORT;
+        }
+        return this.callMethod(o, k, evalArgs(f));
+      };
+    }
+    if (callee.type === 'Super') return defer('super');
+    const fn =
+      callee.type === 'CallExpression' ? this.callExpr(callee, scope) : this.expr(callee, scope);
+    return (f) => {
+      const v = fn(f);
+      if (v === SHORT) return SHORT;
+      if (optional && (v === null || v === undefined)) return SHORT;
+      return this.call(v, evalArgs(f));
+    };
+  }
+
+  /**
+   * Read-modify-write of a variable or member (`x += 1`, `o[k]++`): the object and key are
+   * evaluated once, then `compute(current, f)` gives the new value; `result` picks what the
+   * expression answers (the new value, or the old one for a postfix update).
+   */
+  modify(
+    node: Pattern | Expression,
+    scope: FnScope,
+    compute: (cur: unknown, f: Frame) => unknown,
+    postfix = false,
+  ): Ev {
+    if (node.type === 'Identifier') {
+      const read = this.identifier(node.name, scope, false);
+      const write = this.assignTo(node.name, scope);
+      return (f) => {
+        const cur = read(f);
+        const v = compute(postfix ? +(cur as number) : cur, f);
+        if (v === KEEP) return cur;
+        write(f, v);
+        return postfix ? +(cur as number) : v;
+      };
+    }
+    if (node.type === 'MemberExpression') {
+      if (node.optional) return defer('optional chain as a target');
+      const obj = this.memberObject(node, scope);
+      const key = this.memberKey(node, scope);
+      return (f) => {
+        const o = obj(f);
+        const k = key(f);
+        const cur = this.get(o, k);
+        const v = compute(postfix ? +(cur as number) : cur, f);
+        if (v === KEEP) return cur;
+        this.set(o, k, v);
+        return postfix ? +(cur as number) : v;
+      };
+    }
+    return defer(`assignment to ${node.type}`);
+  }
+
+  assign(node: AssignmentExpression, scope: FnScope): Ev {
+    const op = node.operator;
+    const value = this.expr(node.right, scope);
+    if (op === '=') {
+      if (node.left.type === 'Identifier') {
+        const write = this.assignTo(node.left.name, scope);
+        return (f) => {
+          const v = value(f);
+          write(f, v);
+          return v;
+        };
+      }
+      if (node.left.type === 'MemberExpression') {
+        const m = node.left;
+        if (m.optional) return defer('optional chain as a target');
+        const obj = this.memberObject(m, scope);
+        const key = this.memberKey(m, scope);
+        return (f) => {
+          const o = obj(f);
+          const k = key(f);
+          const v = value(f);
+          this.set(o, k, v);
+          return v;
+        };
+      }
+      return defer(`assignment to ${node.left.type}`);
+    }
+    if (op === '&&=' || op === '||=' || op === '??=') {
+      // Short-circuits: the current value decides, and then nothing is written.
+      const keep =
+        op === '&&='
+          ? (cur: unknown) => !cur
+          : op === '||='
+            ? (cur: unknown) => !!cur
+            : (cur: unknown) => cur !== null && cur !== undefined;
+      return this.modify(node.left, scope, (cur, f) => (keep(cur) ? KEEP : value(f)));
+    }
+    const combine = BINOPS[op.slice(0, -1)];
+    if (!combine) return defer(`operator ${op}`);
+    const charge = this.b.chargeString;
+    return this.modify(node.left, scope, (cur, f) => {
+      const v = combine(cur, value(f));
+      return typeof v === 'string' ? charge(v) : v;
+    });
+  }
+
+  update(op: string, prefix: boolean, arg: Expression, scope: FnScope): Ev {
+    const d = op === '++' ? 1 : -1;
+    return this.modify(arg, scope, (cur) => +(cur as number) + d, !prefix);
+  }
+
+  // --- functions ---
+
+  fn(node: FunctionExpression | ArrowFunctionExpression | FunctionDeclaration, outer: FnScope): Ev {
+    if (node.async || node.generator) return defer('async or generator function');
+    if (
+      some(node.body, (n) => n.type === 'ThisExpression' || n.type === 'Super', false) ||
+      some(
+        node.body,
+        (n) => n.type === 'Identifier' && (n as unknown as { name: string }).name === 'arguments',
+        false,
+      )
+    )
+      return defer('this or arguments');
+    const scope = new FnScope(outer);
+    const params = node.params.map((p) => {
+      if (p.type !== 'Identifier') defer('parameter pattern');
+      return scope.declare(p.name, 'param').slot;
+    });
+    // A named function expression sees itself under its name.
+    const selfSlot =
+      node.type === 'FunctionExpression' && node.id ? scope.declare(node.id.name, 'self').slot : -1;
+    const body =
+      node.body.type === 'BlockStatement'
+        ? this.functionBody(node.body.body, scope)
+        : (() => {
+            const e = this.expr(node.body, scope);
+            return (f: Frame) => {
+              f.r = e(f);
+              return RETURN;
+            };
+          })();
+    const meter = this.meter;
+    const n = () => scope.slots;
+    return (up) => {
+      meter.charge(64);
+      const size = n();
+      const fn = sandboxFn((...args: unknown[]) => {
+        meter.tick(1);
+        if (++meter.depth > MAX_DEPTH) defer('recursion');
+        try {
+          const f: Frame = { v: new Array<unknown>(size), up, r: undefined };
+          for (let i = 0; i < params.length; i++) f.v[params[i] as number] = args[i];
+          if (selfSlot >= 0) f.v[selfSlot] = fn;
+          return body(f) === RETURN ? f.r : undefined;
+        } finally {
+          meter.depth--;
+        }
+      });
+      return fn;
+    };
+  }
+
+  /** Hoists `var`s and top-level function declarations, then compiles the statements. */
+  functionBody(stmts: Statement[], scope: FnScope): Ex {
+    for (const s of stmts) this.hoistVars(s, scope);
+    const fns: { slot: number; make: Ev }[] = [];
+    for (const s of stmts) {
+      if (s.type === 'FunctionDeclaration') {
+        const slot = scope.declare((s.id as { name: string }).name, 'function').slot;
+        fns.push({ slot, make: undefined as unknown as Ev });
+      }
+    }
+    // Declarations are made after every name is known: they may call each other.
+    let i = 0;
+    for (const s of stmts) {
+      if (s.type === 'FunctionDeclaration') (fns[i++] as { make: Ev }).make = this.fn(s, scope);
+    }
+    const block = this.block(stmts, scope, false);
+    if (fns.length === 0) return block;
+    return (f) => {
+      for (const d of fns) f.v[d.slot] = d.make(f);
+      return block(f);
+    };
+  }
+
+  hoistVars(node: Node, scope: FnScope): void {
+    if (isFunctionNode(node)) return;
+    if (node.type === 'VariableDeclaration' && (node as VariableDeclaration).kind === 'var') {
+      for (const d of (node as VariableDeclaration).declarations) {
+        if (d.id.type !== 'Identifier') defer('destructuring');
+        scope.declare(d.id.name, 'var');
+      }
+    }
+    if (node.type === 'FunctionDeclaration') return;
+    for (const key of Object.keys(node)) {
+      if (key === 'type' || key === 'start' || key === 'end') continue;
+      const v = (node as unknown as Record<string, unknown>)[key];
+      for (const c of isArray(v) ? v : [v])
+        if (c !== null && typeof c === 'object' && typeof (c as Node).type === 'string')
+          this.hoistVars(c as Node, scope);
+    }
+  }
+
+  // --- statements ---
+
+  /** Statements in a block of their own (`scoped`: its let/const get slots reset on entry). */
+  block(stmts: Statement[], scope: FnScope, scoped: boolean): Ex {
+    if (scoped) scope.blocks.push(new Map());
+    const lexicalSlots: number[] = [];
+    for (const s of stmts) {
+      if (s.type === 'FunctionDeclaration' && scoped) defer('function declaration in a block');
+      if (s.type === 'ClassDeclaration') defer('class');
+      if (s.type === 'VariableDeclaration' && s.kind !== 'var') {
+        if (s.kind !== 'let' && s.kind !== 'const') defer(s.kind);
+        for (const d of s.declarations) {
+          if (d.id.type !== 'Identifier') defer('destructuring');
+          lexicalSlots.push(scope.declare(d.id.name, s.kind).slot);
+        }
+      }
+    }
+    const compiled = stmts.map((s) => this.stmt(s, scope));
+    if (scoped) scope.blocks.pop();
+    const n = compiled.length;
+    if (lexicalSlots.length === 0) {
+      if (n === 1) return compiled[0] as Ex;
+      return (f) => {
+        for (let i = 0; i < n; i++) {
+          const c = (compiled[i] as Ex)(f);
+          if (c !== NEXT) return c;
+        }
+        return NEXT;
+      };
+    }
+    return (f) => {
+      for (const slot of lexicalSlots) f.v[slot] = TDZ;
+      for (let i = 0; i < n; i++) {
+        const c = (compiled[i] as Ex)(f);
+        if (c !== NEXT) return c;
+      }
+      return NEXT;
+    };
+  }
+
+  stmt(node: Statement, scope: FnScope): Ex {
+    switch (node.type) {
+      case 'ExpressionStatement': {
+        const e = this.expr(node.expression, scope);
+        return (f) => {
+          e(f);
+          return NEXT;
+        };
+      }
+      case 'VariableDeclaration':
+        return this.declaration(node, scope);
+      case 'FunctionDeclaration':
+        return () => NEXT; // made at the function's entry (functionBody)
+      case 'ReturnStatement': {
+        if (!node.argument)
+          return (f) => {
+            f.r = undefined;
+            return RETURN;
+          };
+        const e = this.expr(node.argument, scope);
+        return (f) => {
+          f.r = e(f);
+          return RETURN;
+        };
+      }
+      case 'IfStatement': {
+        const t = this.expr(node.test, scope);
+        const c = this.stmt(node.consequent, scope);
+        const a = node.alternate ? this.stmt(node.alternate, scope) : undefined;
+        if (!a) return (f) => (t(f) ? c(f) : NEXT);
+        return (f) => (t(f) ? c(f) : a(f));
+      }
+      case 'BlockStatement':
+        return this.block((node as BlockStatement).body, scope, true);
+      case 'EmptyStatement':
+        return () => NEXT;
+      case 'ForStatement':
+        return this.forLoop(node, scope);
+      case 'ForInStatement':
+      case 'ForOfStatement':
+        return this.forEachLoop(node, scope);
+      case 'WhileStatement':
+      case 'DoWhileStatement': {
+        this.loopClosures(node);
+        const t = this.expr(node.test, scope);
+        const body = this.stmt(node.body, scope);
+        const meter = this.meter;
+        const doFirst = node.type === 'DoWhileStatement';
+        return (f) => {
+          let first = doFirst;
+          while (first || t(f)) {
+            first = false;
+            meter.tick(1);
+            const c = body(f);
+            if (c === BREAK) break;
+            if (c === RETURN) return c;
+          }
+          return NEXT;
+        };
+      }
+      case 'BreakStatement':
+        if (node.label) return defer('label');
+        return () => BREAK;
+      case 'ContinueStatement':
+        if (node.label) return defer('label');
+        return () => CONTINUE;
+      case 'SwitchStatement':
+        return this.switchStmt(node, scope);
+      case 'ThrowStatement':
+        // The exception's text and type are QuickJS's to give.
+        return () => defer('throw');
+      default:
+        return defer(`statement ${node.type}`);
+    }
+  }
+
+  declaration(node: VariableDeclaration, scope: FnScope): Ex {
+    const parts = node.declarations.map((d) => {
+      const name = (d.id as { name: string }).name;
+      const write = this.assignTo(name, scope, true);
+      const init = d.init ? this.expr(d.init, scope) : undefined;
+      return { write, init };
+    });
+    const lexical = node.kind !== 'var';
+    return (f) => {
+      for (const p of parts) {
+        if (p.init) p.write(f, p.init(f));
+        else if (lexical) p.write(f, undefined);
+      }
+      return NEXT;
+    };
+  }
+
+  /** A closure made in a loop with let/const would need a binding per iteration: QuickJS's. */
+  loopClosures(node: Node): void {
+    if (some(node, isLexical, false) && some(node, isFunctionNode, false))
+      defer('closure in a loop with let or const');
+  }
+
+  forLoop(node: ForStatement, scope: FnScope): Ex {
+    this.loopClosures(node);
+    scope.blocks.push(new Map());
+    let init: Ex | undefined;
+    const lexicalSlots: number[] = [];
+    if (node.init) {
+      if (node.init.type === 'VariableDeclaration') {
+        if (node.init.kind !== 'var') {
+          if (node.init.kind !== 'let' && node.init.kind !== 'const') defer(node.init.kind);
+          for (const d of node.init.declarations) {
+            if (d.id.type !== 'Identifier') defer('destructuring');
+            lexicalSlots.push(scope.declare(d.id.name, node.init.kind).slot);
+          }
+        }
+        init = this.declaration(node.init, scope);
+      } else {
+        const e = this.expr(node.init, scope);
+        init = (f) => {
+          e(f);
+          return NEXT;
+        };
+      }
+    }
+    const test = node.test ? this.expr(node.test, scope) : undefined;
+    const update = node.update ? this.expr(node.update, scope) : undefined;
+    const body = this.stmt(node.body, scope);
+    scope.blocks.pop();
+    const meter = this.meter;
+    return (f) => {
+      for (const slot of lexicalSlots) f.v[slot] = TDZ;
+      if (init) init(f);
+      while (!test || test(f)) {
+        meter.tick(1);
+        const c = body(f);
+        if (c === BREAK) break;
+        if (c === RETURN) return c;
+        if (update) update(f);
+      }
+      return NEXT;
+    };
+  }
+
+  forEachLoop(node: ForInStatement | ForOfStatement, scope: FnScope): Ex {
+    if (node.type === 'ForOfStatement' && node.await) return defer('for await');
+    this.loopClosures(node);
+    scope.blocks.push(new Map());
+    let write: (f: Frame, v: unknown) => void;
+    const left = node.left;
+    let lexicalSlot = -1;
+    if (left.type === 'VariableDeclaration') {
+      const d = left.declarations[0];
+      if (!d || left.declarations.length !== 1 || d.id.type !== 'Identifier' || d.init)
+        return defer('loop variable');
+      if (left.kind !== 'var') {
+        if (left.kind !== 'let' && left.kind !== 'const') defer(left.kind);
+        lexicalSlot = scope.declare(d.id.name, left.kind).slot;
+      }
+      write = this.assignTo(d.id.name, scope, true);
+    } else if (left.type === 'Identifier') write = this.assignTo(left.name, scope);
+    else return defer('loop target');
+    const right = this.expr(node.right, scope);
+    const body = this.stmt(node.body, scope);
+    scope.blocks.pop();
+    const meter = this.meter;
+    const run = (f: Frame, v: unknown): number => {
+      meter.tick(1);
+      write(f, v);
+      return body(f);
+    };
+    if (node.type === 'ForInStatement') {
+      return (f) => {
+        if (lexicalSlot >= 0) f.v[lexicalSlot] = TDZ;
+        const o = right(f);
+        if (o === null || o === undefined) return NEXT;
+        if (typeof o === 'function' || (typeof o === 'object' && this.b.namespaces.has(o)))
+          defer('for-in over a built-in');
+        for (const k in o as object) {
+          const c = run(f, k);
+          if (c === BREAK) break;
+          if (c === RETURN) return c;
+        }
+        return NEXT;
+      };
+    }
+    return (f) => {
+      if (lexicalSlot >= 0) f.v[lexicalSlot] = TDZ;
+      const o = right(f);
+      if (!isArray(o) && typeof o !== 'string')
+        defer('for-of over something not an array or string');
+      for (const v of o as unknown[] | string) {
+        const c = run(f, v);
+        if (c === BREAK) break;
+        if (c === RETURN) return c;
+      }
+      return NEXT;
+    };
+  }
+
+  switchStmt(node: SwitchStatement, scope: FnScope): Ex {
+    const disc = this.expr(node.discriminant, scope);
+    scope.blocks.push(new Map());
+    const lexicalSlots: number[] = [];
+    for (const c of node.cases)
+      for (const s of c.consequent) {
+        if (s.type === 'FunctionDeclaration' || s.type === 'ClassDeclaration')
+          defer('declaration in a switch');
+        if (s.type === 'VariableDeclaration' && s.kind !== 'var') {
+          if (s.kind !== 'let' && s.kind !== 'const') defer(s.kind);
+          for (const d of s.declarations) {
+            if (d.id.type !== 'Identifier') defer('destructuring');
+            lexicalSlots.push(scope.declare(d.id.name, s.kind).slot);
+          }
+        }
+      }
+    const cases = node.cases.map((c) => ({
+      test: c.test ? this.expr(c.test, scope) : undefined,
+      body: c.consequent.map((s) => this.stmt(s, scope)),
+    }));
+    scope.blocks.pop();
+    const defaultAt = cases.findIndex((c) => c.test === undefined);
+    return (f) => {
+      for (const slot of lexicalSlots) f.v[slot] = TDZ;
+      const v = disc(f);
+      let start = -1;
+      for (let i = 0; i < cases.length; i++) {
+        const t = (cases[i] as { test: Ev | undefined }).test;
+        if (t && t(f) === v) {
+          start = i;
+          break;
+        }
+      }
+      if (start < 0) start = defaultAt;
+      if (start < 0) return NEXT;
+      for (let i = start; i < cases.length; i++) {
+        for (const s of (cases[i] as { body: Ex[] }).body) {
+          const c = s(f);
+          if (c === BREAK) return NEXT;
+          if (c !== NEXT) return c;
+        }
+      }
+      return NEXT;
+    };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results, as JSON would carry them.
+
+/** A value JSON.parse(JSON.stringify(v)) would give back unchanged (estimating its text's size). */
+function jsonNormal(v: unknown, depth: number, size: { n: number }): boolean {
+  switch (typeof v) {
+    case 'string':
+      size.n += v.length * 6 + 2;
+      return true;
+    case 'boolean':
+      size.n += 5;
+      return true;
+    case 'number':
+      size.n += 24;
+      // JSON has no -0: its text is 0.
+      return Number.isFinite(v) && (v !== 0 || 1 / v > 0);
+    case 'object': {
+      if (v === null) {
+        size.n += 4;
+        return true;
+      }
+      if (depth > MAX_RESULT_DEPTH) defer('result nested too deep');
+      if (isArray(v)) {
+        size.n += 2 + v.length;
+        for (let i = 0; i < v.length; i++) {
+          if (!hasOwn(v, i)) return false;
+          const x = v[i];
+          if (x === undefined || typeof x === 'function' || !jsonNormal(x, depth + 1, size))
+            return false;
+        }
+        return true;
+      }
+      if (Object.getPrototypeOf(v) !== Object.prototype) defer('result holds a non-plain object');
+      size.n += 2;
+      for (const k in v) {
+        const x = (v as Record<string, unknown>)[k];
+        if (k === 'toJSON' && typeof x === 'function') defer('toJSON');
+        if (x === undefined || typeof x === 'function') return false;
+        size.n += k.length * 6 + 4;
+        if (!jsonNormal(x, depth + 1, size)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+/**
+ * The result as the QuickJS path gives it (`JSON.parse(JSON.stringify(r))`): the value itself
+ * when it is already what JSON would give back (the common case: nothing copied), else its JSON
+ * round trip. `maxChars` is the limit on the result's JSON text.
+ */
+export function toJsonResult(v: unknown, maxChars: number): { value: unknown; chars?: number } {
+  if (v === undefined || typeof v === 'function') return { value: undefined };
+  const size = { n: 0 };
+  if (jsonNormal(v, 0, size) && size.n <= maxChars) return { value: v };
+  const text = JSON.stringify(v) as string | undefined;
+  if (text === undefined) return { value: undefined };
+  if (text.length > maxChars) return { value: undefined, chars: text.length };
+  return { value: JSON.parse(text) };
+}
+
+/** A JSON value's copy (the script's arguments, when the script may change them). */
+export function copyJson(v: unknown): unknown {
+  if (typeof v !== 'object' || v === null) return v;
+  if (isArray(v)) {
+    const a = new Array<unknown>(v.length);
+    for (let i = 0; i < v.length; i++) a[i] = copyJson(v[i]);
+    return a;
+  }
+  const o: Record<string, unknown> = {};
+  for (const k in v) {
+    const x = copyJson((v as Record<string, unknown>)[k]);
+    if (k === '__proto__')
+      Object.defineProperty(o, k, {
+        value: x,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    else o[k] = x;
+  }
+  return o;
+}
+
+/**
+ * Whether two values have the same JSON text (`JSON.stringify(a) === JSON.stringify(b)`), without
+ * making it: keys in the same order, properties JSON leaves out (undefined, functions) skipped.
+ */
+export function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a === 'number' && typeof b === 'number')
+    return !Number.isFinite(a) && !Number.isFinite(b);
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) {
+    const na = typeof a === 'number' && !Number.isFinite(a) ? null : a;
+    const nb = typeof b === 'number' && !Number.isFinite(b) ? null : b;
+    return na === nb;
+  }
+  if (isArray(a) !== isArray(b)) return false;
+  if (isArray(a)) {
+    const bb = b as unknown[];
+    if (a.length !== bb.length) return false;
+    for (let i = 0; i < a.length; i++) {
+      const x = a[i] === undefined || typeof a[i] === 'function' ? null : a[i];
+      const y = bb[i] === undefined || typeof bb[i] === 'function' ? null : bb[i];
+      if (!sameJson(x, y)) return false;
+    }
+    return true;
+  }
+  const ka = Object.keys(a).filter((k) => kept((a as Record<string, unknown>)[k]));
+  const kb = Object.keys(b).filter((k) => kept((b as Record<string, unknown>)[k]));
+  if (ka.length !== kb.length) return false;
+  for (let i = 0; i < ka.length; i++) {
+    const k = ka[i] as string;
+    if (k !== kb[i]) return false;
+    if (!sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
+      return false;
+  }
+  return true;
+}
+
+function kept(v: unknown): boolean {
+  return v !== undefined && typeof v !== 'function';
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** A script compiled to closures: `call` runs it, or throws Defer / ScriptTimeout. */
+export class FastScript {
+  private constructor(
+    private readonly run: (args: readonly unknown[]) => unknown,
+    /** Per argument: true when the script may change it, so it gets a copy (else the object itself). */
+    readonly copies: readonly boolean[],
+    private readonly meter: Meter,
+  ) {}
+
+  /**
+   * The script compiled, or the reason it is QuickJS's (`{ deferred }`): a syntax error, or a
+   * construct outside the subset. The body is wrapped as QuickJS's is, so that a body that closes
+   * its function early is not this path's either.
+   */
+  static compile(
+    body: string,
+    argNames: readonly string[],
+    limits: FastLimits,
+  ): FastScript | { deferred: string } {
+    let program: ReturnType<typeof parse>;
+    try {
+      program = parse(`(function(${argNames.join(', ')}){${body}\n})`, {
+        ecmaVersion: 2022,
+        sourceType: 'script',
+      });
+    } catch (err) {
+      return { deferred: `does not parse: ${(err as Error).message}` };
+    }
+    const first = program.body[0];
+    if (
+      program.body.length !== 1 ||
+      first?.type !== 'ExpressionStatement' ||
+      first.expression.type !== 'FunctionExpression'
+    )
+      return { deferred: 'the body closes its function' };
+    const fnNode = first.expression;
+    const meter = new Meter(limits);
+    try {
+      // Strict-mode-only differences (`with`, octal literals) never parse in a function we run:
+      // acorn rejects neither, but `with` is not in the subset and legacy octals are deferred.
+      if (
+        some(
+          fnNode,
+          (n) =>
+            n.type === 'Literal' && /^0\d/.test(String((n as unknown as { raw?: string }).raw)),
+          true,
+        )
+      )
+        defer('legacy octal literal');
+      const compiler = new Compiler(meter, builtins(meter));
+      const make = compiler.fn(fnNode, new FnScope(undefined));
+      const root: Frame = { v: [], up: undefined, r: undefined };
+      meter.start();
+      const fn = make(root) as (...args: unknown[]) => unknown;
+      return new FastScript((args) => fn(...args), argsToCopy(fnNode, argNames), meter);
+    } catch (err) {
+      if (err instanceof Defer) return { deferred: err.reason };
+      throw err;
+    }
+  }
+
+  /**
+   * One call. Throws Defer when QuickJS must answer this call (any exception the script raised
+   * included) and ScriptTimeout when it ran out of CPU time.
+   */
+  call(args: readonly unknown[]): unknown {
+    this.meter.start();
+    try {
+      return this.run(args);
+    } catch (err) {
+      if (err instanceof Defer || err instanceof ScriptTimeout) throw err;
+      // The script's own exceptions (a TypeError, a stack overflow): QuickJS says them its way.
+      throw new Defer(`exception: ${err instanceof Error ? err.name : typeof err}`);
+    }
+  }
+}
