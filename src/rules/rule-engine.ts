@@ -645,39 +645,56 @@ export class RuleEngine implements MessageProcessor {
 
   #outputs(chain: LoadedChain, step: Work, result: NodeResult, work: Work[], error?: string): void {
     if (!result) return;
-    const outputs = Array.isArray(result)
-      ? (result as readonly NodeOutput[])
-      : [result as NodeOutput];
-    for (const out of outputs) {
-      const labels = typeof out.labels === 'string' ? [out.labels] : out.labels;
-      this.#route(chain, step.node, labels, out.msg, step.hops + 1, work, error);
+    // One output with one label is most messages' every step: no arrays made for it.
+    if (!Array.isArray(result)) {
+      const out = result as NodeOutput;
+      this.#route(chain, step.node, out.labels, out.msg, step.hops + 1, work, error);
+      return;
     }
+    for (const out of result as readonly NodeOutput[])
+      this.#route(chain, step.node, out.labels, out.msg, step.hops + 1, work, error);
   }
 
   #route(
     chain: LoadedChain,
     from: number,
-    labels: readonly string[],
+    labels: string | readonly string[],
     msg: GatewayMsg,
     hops: number,
     work: Work[],
     error?: string,
   ): void {
-    const routes = chain.routes[from];
-    for (const label of labels) {
-      const targets = routes?.get(label);
-      if (!targets) {
-        // An unconnected label ends the message; an unconnected Failure fails it (reference §2).
-        if (label === FAILURE)
-          this.#failed(chain, chain.slots[from]?.name ?? '?', msg, error ?? 'Failure');
-        continue;
-      }
-      if (hops >= MAX_HOPS) {
-        this.#failed(chain, chain.slots[from]?.name ?? '?', msg, `more than ${MAX_HOPS} hops`);
-        return;
-      }
-      for (const to of targets) work.push({ node: to, msg, hops });
+    if (typeof labels === 'string') {
+      this.#routeOne(chain, from, labels, msg, hops, work, error);
+      return;
     }
+    for (const label of labels)
+      if (!this.#routeOne(chain, from, label, msg, hops, work, error)) return;
+  }
+
+  /** Routes one label; false when the message went over the hop limit (it goes no further). */
+  #routeOne(
+    chain: LoadedChain,
+    from: number,
+    label: string,
+    msg: GatewayMsg,
+    hops: number,
+    work: Work[],
+    error?: string,
+  ): boolean {
+    const targets = chain.routes[from]?.get(label);
+    if (!targets) {
+      // An unconnected label ends the message; an unconnected Failure fails it (reference §2).
+      if (label === FAILURE)
+        this.#failed(chain, chain.slots[from]?.name ?? '?', msg, error ?? 'Failure');
+      return true;
+    }
+    if (hops >= MAX_HOPS) {
+      this.#failed(chain, chain.slots[from]?.name ?? '?', msg, `more than ${MAX_HOPS} hops`);
+      return false;
+    }
+    for (const to of targets) work.push({ node: to, msg, hops });
+    return true;
   }
 
   /** A message that ended on an unconnected `Failure`: counted, logged at info. */
