@@ -69,8 +69,16 @@ function threadCpuMs(): number {
 
 /** Operations between two looks at the clock. */
 const TICKS = 2048;
-/** Nested calls of the script's own functions before a call is deferred (QuickJS: 256 KiB stack). */
-const MAX_DEPTH = 200;
+/**
+ * Stack the script's own nested calls may use before a call is deferred, in QuickJS's measure:
+ * a 256 KiB stack held 1,362 calls of a function without locals and 99 with 300 (about
+ * 192 + 8 bytes a local); counted here as 384 + 12 bytes a slot against three quarters of the
+ * sandbox's 64 KiB (QUICKJS_STACK_BYTES in sandbox.ts), so that the interpreter never answers a
+ * call that overflows QuickJS's stack.
+ */
+const STACK_BYTES = 48 * 1024;
+const FRAME_BYTES = 384;
+const SLOT_BYTES = 12;
 /** Nesting of a result before it is deferred (a cycle, or deeper than a message needs). */
 const MAX_RESULT_DEPTH = 500;
 
@@ -78,7 +86,8 @@ const MAX_RESULT_DEPTH = 500;
 class Meter {
   ticks = TICKS;
   memory = 0;
-  depth = 0;
+  /** QuickJS stack bytes the running nested calls would use (see STACK_BYTES). */
+  stack = 0;
   #cpuStart = -1;
 
   constructor(readonly limits: FastLimits) {}
@@ -86,7 +95,7 @@ class Meter {
   start(): void {
     this.ticks = TICKS;
     this.memory = this.limits.memoryBytes;
-    this.depth = 0;
+    this.stack = 0;
     this.#cpuStart = -1;
   }
 
@@ -144,14 +153,18 @@ function isSandboxFn(v: unknown): v is (...args: unknown[]) => unknown {
  */
 type Namespace = Readonly<Record<string, unknown>>;
 
-function namespace(members: Record<string, unknown>): Namespace {
+function namespace(members: Record<string, unknown>, meter: Meter): Namespace {
   const ns = Object.create(null) as Record<string, unknown>;
   for (const [k, v] of Object.entries(members)) {
     if (typeof v !== 'function') ns[k] = v;
     else {
-      // A wrapper: the host's own function keeps its prototype.
+      // A wrapper: the host's own function keeps its prototype; arguments it converts are
+      // walked first (an array argument is joined).
       const f = v as (...a: unknown[]) => unknown;
-      ns[k] = sandboxFn((...a: unknown[]) => f(...a));
+      ns[k] = sandboxFn((...a: unknown[]) => {
+        guardArgs(meter, a);
+        return f(...a);
+      });
     }
   }
   return Object.freeze(ns);
@@ -184,6 +197,8 @@ const TDZ: unique symbol = Symbol('tdz');
 const KEEP: unique symbol = Symbol('keep');
 /** A `?.` that met null or undefined: the rest of its chain is skipped. */
 const SHORT: unique symbol = Symbol('short');
+/** A method call that goes to the type's allowlisted built-in (`Compiler.callBuiltin`). */
+const BUILTIN: unique symbol = Symbol('builtin');
 
 class FnScope {
   slots = 0;
@@ -438,6 +453,65 @@ function safeUse(node: Node, ancestors: readonly Node[]): boolean {
   return false;
 }
 
+/** `o[key] = v` where the script may write, charged; Defer where it may not or must not. */
+function writeMember(meter: Meter, o: unknown, key: string, v: unknown): void {
+  if (!writable(o)) defer('write to a value that is not a script object');
+  if (key === '__proto__') defer('write to __proto__');
+  if (isArray(o)) {
+    if (key === 'length') {
+      if (typeof v !== 'number' || v > o.length) defer('array length grown');
+    } else if (!hasOwn(o, key)) {
+      const i = Number(key);
+      if (Number.isInteger(i) && i >= 0) {
+        // A sparse array's length would make later built-ins walk billions of holes.
+        if (i > o.length + 1024) defer('sparse array');
+        meter.charge(8 * (i - o.length + 1));
+      } else meter.charge(16);
+    }
+  } else if (!hasOwn(o, key)) meter.charge(16);
+  o[key] = v;
+}
+
+/** Nesting of arrays (text) or values (JSON) a built-in may walk: deeper is QuickJS's. */
+const MAX_WALK_DEPTH = 200;
+
+/**
+ * What a built-in would walk before it gets it: nested arrays for `String(a)`, `a + ''`, `join`
+ * and the like (`deep` false), every object for JSON. The host walks a shared part once per
+ * reference and cannot be stopped, so the walk counts every visit against the call's memory
+ * budget, and hands cycles and deep nesting to QuickJS. Returns the nodes visited.
+ */
+function walkBudget(
+  meter: Meter,
+  v: unknown,
+  deep: boolean,
+  path: object[],
+  nodes: number,
+): number {
+  if (typeof v !== 'object' || v === null) return nodes;
+  const array = isArray(v);
+  if (!array && !deep) return nodes;
+  if (path.includes(v)) defer('a cycle');
+  if (path.length >= MAX_WALK_DEPTH) defer('nested too deep');
+  let n = nodes + 1 + (array ? v.length : 0);
+  if (n * 8 > meter.memory) defer('structure too large');
+  path.push(v);
+  if (array) for (let i = 0; i < v.length; i++) n = walkBudget(meter, v[i], deep, path, n);
+  else for (const k in v) n = walkBudget(meter, (v as Record<string, unknown>)[k], deep, path, n);
+  path.pop();
+  return n;
+}
+
+/** Before a host conversion of `v` (ToPrimitive of an array joins it, recursively). */
+function guardText(meter: Meter, v: unknown): void {
+  if (isArray(v)) meter.tick(walkBudget(meter, v, false, [], 0) >> 5);
+}
+
+/** Before a host conversion of every argument. */
+function guardArgs(meter: Meter, args: readonly unknown[]): void {
+  for (let i = 0; i < args.length; i++) if (isArray(args[i])) guardText(meter, args[i]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The built-ins a script may use.
 
@@ -445,17 +519,6 @@ function safeUse(node: Node, ancestors: readonly Node[]): boolean {
 function callback(fn: unknown): (...args: unknown[]) => unknown {
   if (!isSandboxFn(fn)) defer('callback is not a script function');
   return fn;
-}
-
-/** A comparator's answer must be a number, or engines sort differently (`(a, b) => a > b`). */
-function comparator(fn: unknown): ((a: unknown, b: unknown) => number) | undefined {
-  if (fn === undefined) return undefined;
-  const f = callback(fn);
-  return (a, b) => {
-    const r = f(a, b);
-    if (typeof r !== 'number') defer('comparator answered no number');
-    return r;
-  };
 }
 
 const NON_ASCII = /[^ -~]/;
@@ -467,10 +530,19 @@ function str(s: unknown): string {
 
 /** Creates the built-ins of one compiled script; they charge its meter. */
 function builtins(meter: Meter) {
+  const ns = (members: Record<string, unknown>) => namespace(members, meter);
+  /** A global function: its arguments walked first, as the namespaces' (see namespace). */
+  const hostFn = (f: (...a: unknown[]) => unknown) =>
+    sandboxFn((...a: unknown[]) => {
+      guardArgs(meter, a);
+      return f(...a);
+    });
   const chargeString = (s: unknown) => {
     if (typeof s === 'string' && s.length > 256) meter.charge(s.length);
     return s;
   };
+  /** A built-in's result, charged: strings by length, arrays by elements. */
+  const charge = (r: unknown) => (isArray(r) ? chargeArray(r) : chargeString(r));
   const chargeArray = (a: unknown) => {
     if (isArray(a)) {
       meter.charge(16 + 8 * a.length);
@@ -482,6 +554,9 @@ function builtins(meter: Meter) {
   const ap = Array.prototype as unknown as Record<string, (...a: unknown[]) => unknown>;
 
   const stringMethod = (name: string, s: string, args: unknown[]): unknown => {
+    guardArgs(meter, args);
+    // Every string method here walks the string at most a few times.
+    meter.tick(s.length >> 6);
     switch (name) {
       case 'charAt':
       case 'charCodeAt':
@@ -495,54 +570,55 @@ function builtins(meter: Meter) {
       case 'slice':
       case 'substring':
       case 'substr':
-      case 'toUpperCase':
-      case 'toLowerCase':
-        // Case tables of other scripts follow each engine's Unicode version.
-        if (NON_ASCII.test(s)) defer('case of non-ASCII text');
-        return (sp[name] as (...a: unknown[]) => unknown).apply(s, args);
       case 'trim':
       case 'trimStart':
       case 'trimEnd':
       case 'toString':
       case 'valueOf':
-        meter.tick(s.length >> 6);
-        return (sp[name] as (...a: unknown[]) => unknown).apply(s, args);
       case 'concat':
       case 'split':
+        return charge((sp[name] as (...a: unknown[]) => unknown).apply(s, args));
+      case 'toUpperCase':
+      case 'toLowerCase':
+        // Case tables of other scripts follow each engine's Unicode version.
+        if (NON_ASCII.test(s)) defer('case of non-ASCII text');
+        return charge((sp[name] as (...a: unknown[]) => unknown).apply(s, args));
       case 'replace':
-      case 'replaceAll': {
-        meter.tick(s.length >> 6);
+      case 'replaceAll':
         // A function as replacement is called by the built-in with the match: a script function.
-        if ((name === 'replace' || name === 'replaceAll') && typeof args[1] === 'function')
-          callback(args[1]);
-        const r = (sp[name] as (...a: unknown[]) => unknown).apply(s, args);
-        if (isArray(r)) chargeArray(r);
-        else chargeString(r);
-        return r;
-      }
+        if (typeof args[1] === 'function') callback(args[1]);
+        return charge((sp[name] as (...a: unknown[]) => unknown).apply(s, args));
       case 'repeat':
       case 'padStart':
       case 'padEnd': {
-        const n = Number(args[0]);
+        // Each argument is converted once (a valueOf answering twice cannot dodge the charge).
+        const n = Math.trunc(Number(args[0]));
+        const fill = name !== 'repeat' && args[1] !== undefined ? String(args[1]) : undefined;
         const size = name === 'repeat' ? n * s.length : n;
         if (size > 256) meter.charge(size);
-        return (sp[name] as (...a: unknown[]) => unknown).apply(s, args);
+        return name === 'repeat'
+          ? s.repeat(n)
+          : name === 'padStart'
+            ? s.padStart(n, fill)
+            : s.padEnd(n, fill);
       }
       default:
-        // match, search, matchAll and localeCompare/normalize (engine-dependent) and the rest.
+        // match, search, matchAll (regular expressions), localeCompare and normalize (each
+        // engine's own), and the rest.
         return defer(`string method ${name}`);
     }
   };
 
   const numberMethod = (name: string, n: number, args: unknown[]): unknown => {
-    // A fraction in another base is left to each engine's approximation.
+    guardArgs(meter, args);
+    // In another base only a safe integer has one exact text; the rest is each engine's own.
     if (
       name === 'toString' &&
       args[0] !== undefined &&
       Number(args[0]) !== 10 &&
-      !Number.isInteger(n)
+      !Number.isSafeInteger(n)
     )
-      defer('fraction in another base');
+      defer('another base');
     switch (name) {
       case 'toFixed':
       case 'toPrecision':
@@ -560,6 +636,10 @@ function builtins(meter: Meter) {
   const arrayMethod = (name: string, a: unknown[], args: unknown[]): unknown => {
     // Work in proportion to the array, but for the methods at its end.
     if (name !== 'push' && name !== 'pop' && name !== 'at') meter.tick(a.length >> 5);
+    guardArgs(meter, args);
+    // These turn the elements into text (nested arrays joined) or walk nested arrays.
+    if (name === 'join' || name === 'toString' || name === 'flat' || name === 'sort')
+      guardText(meter, a);
     switch (name) {
       case 'push':
       case 'unshift':
@@ -586,7 +666,11 @@ function builtins(meter: Meter) {
       case 'fill':
         return a.fill(args[0], args[1] as number | undefined, args[2] as number | undefined);
       case 'sort':
-        return a.sort(comparator(args[0]));
+        // Engines compare different pairs: with a comparator (or an element's own toString)
+        // that is observable, so only primitives without one sort here.
+        if (args[0] !== undefined) defer('sort with a comparator');
+        for (const x of a) if (typeof x === 'object' && x !== null) defer('sort of objects');
+        return a.sort();
       case 'map':
       case 'filter':
         return chargeArray(
@@ -630,9 +714,8 @@ function builtins(meter: Meter) {
       if (src === null || src === undefined) continue;
       if (typeof src !== 'object' || !writable(src)) defer('Object.assign source');
       for (const k of Object.keys(src)) {
-        if (k === '__proto__' || (isArray(target) && k === 'length')) defer('Object.assign key');
-        meter.charge(8);
-        target[k] = (src as Record<string, unknown>)[k];
+        if (isArray(target) && k === 'length') defer('Object.assign length');
+        writeMember(meter, target, k, (src as Record<string, unknown>)[k]);
       }
     }
     return target;
@@ -649,13 +732,13 @@ function builtins(meter: Meter) {
     Infinity: Number.POSITIVE_INFINITY,
     // Only what IEEE 754 makes exact: the rest (sin, log, exp, ...) rounds its last digit as
     // each engine's maths library does, so QuickJS answers those.
-    Math: namespace({
+    Math: ns({
       ...Object.fromEntries(
         EXACT_MATH.map((k) => [k, (Math as unknown as Record<string, unknown>)[k]]),
       ),
       pow: (a: unknown, b: unknown) => power(a, b),
     }),
-    JSON: namespace({
+    JSON: ns({
       parse: (text: unknown, reviver?: unknown) => {
         if (reviver !== undefined) defer('JSON.parse reviver');
         meter.charge(2 * str(text).length);
@@ -663,7 +746,9 @@ function builtins(meter: Meter) {
         return JSON.parse(text as string);
       },
       stringify: (value: unknown, replacer?: unknown, space?: unknown) => {
-        if (typeof replacer === 'function') callback(replacer);
+        // A replacer can make the text deeper than the value: QuickJS's stack decides.
+        if (typeof replacer === 'function') defer('JSON.stringify with a replacer function');
+        meter.tick(walkBudget(meter, value, true, [], 0) >> 5);
         const r = JSON.stringify(
           value,
           replacer as (string | number)[] | undefined,
@@ -673,7 +758,7 @@ function builtins(meter: Meter) {
         return chargeString(r);
       },
     }),
-    Object: namespace({
+    Object: ns({
       keys: (o: unknown) => chargeArray(Object.keys(plain(o, 'Object.keys'))),
       values: (o: unknown) => chargeArray(Object.values(plain(o, 'Object.values'))),
       entries: (o: unknown) => {
@@ -688,25 +773,25 @@ function builtins(meter: Meter) {
         return Object.fromEntries(e as [string, unknown][]);
       },
     }),
-    Array: namespace({ isArray: (v: unknown) => isArray(v) }),
-    Number: sandboxFn((...a: unknown[]) => (a.length === 0 ? 0 : Number(a[0]))),
-    String: sandboxFn((...a: unknown[]) => chargeString(a.length === 0 ? '' : String(a[0]))),
-    Boolean: sandboxFn((v: unknown) => Boolean(v)),
-    parseInt: sandboxFn((s: unknown, radix?: unknown) => parseInt(s as string, radix as number)),
-    parseFloat: sandboxFn((s: unknown) => parseFloat(s as string)),
-    isNaN: sandboxFn((v: unknown) => Number.isNaN(Number(v))),
-    isFinite: sandboxFn((v: unknown) => Number.isFinite(Number(v))),
-    encodeURIComponent: sandboxFn((s: unknown) => chargeString(encodeURIComponent(s as string))),
-    decodeURIComponent: sandboxFn((s: unknown) => chargeString(decodeURIComponent(s as string))),
-    encodeURI: sandboxFn((s: unknown) => chargeString(encodeURI(s as string))),
-    decodeURI: sandboxFn((s: unknown) => chargeString(decodeURI(s as string))),
-    Date: namespace({ now: () => Date.now() }),
+    Array: ns({ isArray: (v: unknown) => isArray(v) }),
+    Number: hostFn((...a: unknown[]) => (a.length === 0 ? 0 : Number(a[0]))),
+    String: hostFn((...a: unknown[]) => chargeString(a.length === 0 ? '' : String(a[0]))),
+    Boolean: hostFn((v: unknown) => Boolean(v)),
+    parseInt: hostFn((s: unknown, radix?: unknown) => parseInt(s as string, radix as number)),
+    parseFloat: hostFn((s: unknown) => parseFloat(s as string)),
+    isNaN: hostFn((v: unknown) => Number.isNaN(Number(v))),
+    isFinite: hostFn((v: unknown) => Number.isFinite(Number(v))),
+    encodeURIComponent: hostFn((s: unknown) => chargeString(encodeURIComponent(s as string))),
+    decodeURIComponent: hostFn((s: unknown) => chargeString(decodeURIComponent(s as string))),
+    encodeURI: hostFn((s: unknown) => chargeString(encodeURI(s as string))),
+    decodeURI: hostFn((s: unknown) => chargeString(decodeURI(s as string))),
+    Date: ns({ now: () => Date.now() }),
   };
   /** What a global function offers as members (`Number.isInteger`). */
   const statics = new Map<unknown, Namespace>([
     [
       globals.Number,
-      namespace({
+      ns({
         isInteger: Number.isInteger,
         isFinite: Number.isFinite,
         isNaN: Number.isNaN,
@@ -725,7 +810,7 @@ function builtins(meter: Meter) {
     ],
     [
       globals.String,
-      namespace({
+      ns({
         fromCharCode: (...codes: unknown[]) => {
           meter.charge(codes.length);
           return String.fromCharCode(...(codes as number[]));
@@ -862,53 +947,58 @@ class Compiler {
     return undefined;
   }
 
+  /** A value about to be turned into a primitive by the host (see guardText). */
+  prim(v: unknown): unknown {
+    if (typeof v === 'object') guardText(this.meter, v);
+    return v;
+  }
+
   /** ToPropertyKey (no symbols exist here). */
   key(k: unknown): string {
-    return typeof k === 'string' ? k : String(k);
+    if (typeof k === 'string') return k;
+    if (typeof k === 'object') guardText(this.meter, k);
+    return String(k);
   }
 
   set(o: unknown, k: unknown, v: unknown): void {
-    if (!writable(o)) defer('write to a value that is not a script object');
-    const key = this.key(k);
-    if (key === '__proto__') defer('write to __proto__');
-    if (isArray(o)) {
-      if (key === 'length') {
-        if (typeof v !== 'number' || v > o.length) defer('array length grown');
-      } else if (!hasOwn(o, key)) {
-        const i = Number(key);
-        if (Number.isInteger(i) && i >= 0) {
-          if (i > o.length + 1024) defer('sparse array');
-          this.meter.charge(8 * (i - o.length + 1));
-        } else this.meter.charge(16);
-      }
-    } else if (!hasOwn(o, key)) this.meter.charge(16);
-    o[key] = v;
+    writeMember(this.meter, o, this.key(k), v);
   }
 
-  /** `o.name(...args)` */
-  callMethod(o: unknown, k: unknown, args: unknown[]): unknown {
-    const key = this.key(k);
-    if (typeof o === 'string') return this.b.stringMethod(key, o, args);
+  /**
+   * What `o[key](...)` calls, looked up before its arguments run (as JavaScript does): an own
+   * member's value, or BUILTIN (the type's allowlisted method, `callBuiltin`).
+   */
+  method(o: unknown, key: string): unknown {
     if (typeof o === 'object' && o !== null) {
       if (this.b.namespaces.has(o)) {
         if (!hasOwn(o, key)) defer(`built-in member ${key}`);
-        return this.call((o as Namespace)[key], args);
+        return (o as Namespace)[key];
       }
-      if (hasOwn(o, key)) return this.call((o as Record<string, unknown>)[key], args);
-      if (isArray(o)) return this.b.arrayMethod(key, o, args);
-      return this.b.objectMethod(key, o, args);
+      if (hasOwn(o, key)) return (o as Record<string, unknown>)[key];
+      return BUILTIN;
     }
+    if (typeof o === 'string') {
+      const c = key.charCodeAt(0);
+      return key === 'length' || (c >= 48 && c <= 57) ? this.get(o, key) : BUILTIN;
+    }
+    if (typeof o === 'number' || typeof o === 'boolean') return BUILTIN;
+    if (typeof o === 'function') {
+      const ns = this.b.statics.get(o);
+      if (ns && hasOwn(ns, key)) return ns[key];
+    }
+    return defer(`method ${key}`);
+  }
+
+  callBuiltin(o: unknown, key: string, args: unknown[]): unknown {
+    if (typeof o === 'string') return this.b.stringMethod(key, o, args);
+    if (isArray(o)) return this.b.arrayMethod(key, o, args);
     if (typeof o === 'number') return this.b.numberMethod(key, o, args);
     if (typeof o === 'boolean') {
       if (key === 'toString') return String(o);
       if (key === 'valueOf') return o;
-      defer(`boolean member ${key}`);
+      return defer(`boolean member ${key}`);
     }
-    if (typeof o === 'function') {
-      const ns = this.b.statics.get(o);
-      if (ns && hasOwn(ns, key)) return this.call(ns[key], args);
-    }
-    return defer(`method ${key}`);
+    return this.b.objectMethod(key, o as object, args);
   }
 
   call(fn: unknown, args: unknown[]): unknown {
@@ -939,7 +1029,7 @@ class Compiler {
           let s = quasis[0] as string;
           for (let i = 0; i < exprs.length; i++) {
             const v = (exprs[i] as Ev)(f);
-            s += `${typeof v === 'string' ? v : String(v)}${quasis[i + 1]}`;
+            s += `${typeof v === 'string' ? v : String(this.prim(v))}${quasis[i + 1]}`;
           }
           return charge(s);
         };
@@ -1051,9 +1141,9 @@ class Compiler {
         const v = this.b.globals[name];
         return () => v;
       }
-      // An unknown global: typeof says 'undefined', a read throws (QuickJS says which).
-      if (forTypeof) return () => undefined;
-      return () => defer(`unknown global ${name}`);
+      // An unknown global: a read throws, and typeof answers as QuickJS's globals are (Symbol,
+      // Map, ...): QuickJS says either.
+      return () => defer(`unknown global ${name}${forTypeof ? ' (typeof)' : ''}`);
     }
     const { depth, binding } = r;
     const slot = binding.slot;
@@ -1108,7 +1198,7 @@ class Compiler {
       if (p.computed) key = this.expr(p.key, scope);
       else if (p.key.type === 'Identifier') {
         const name = p.key.name;
-        if (name === '__proto__' && !p.shorthand) defer('__proto__ in an object literal');
+        if (name === '__proto__') defer('__proto__ in an object literal');
         key = () => name;
       } else if (p.key.type === 'Literal') {
         const name = String(p.key.value);
@@ -1162,13 +1252,13 @@ class Compiler {
           const c = -arg.value;
           return () => c;
         }
-        return (f) => -(v(f) as number);
+        return (f) => -(this.prim(v(f)) as number);
       case '+':
-        return (f) => +(v(f) as number);
+        return (f) => +(this.prim(v(f)) as number);
       case '!':
         return (f) => !v(f);
       case '~':
-        return (f) => ~(v(f) as number);
+        return (f) => ~(this.prim(v(f)) as number);
       case 'void':
         return (f) => {
           v(f);
@@ -1181,57 +1271,63 @@ class Compiler {
 
   binary(op: string, l: Ev, r: Ev): Ev {
     type N = number;
+    // An array turned into a primitive is joined, nested arrays too: walked first (walkBudget).
+    const meter = this.meter;
+    const g = (v: unknown) => {
+      if (typeof v === 'object') guardText(meter, v);
+      return v;
+    };
     switch (op) {
       case '+': {
         const charge = this.b.chargeString;
         return (f) => {
-          const x = (l(f) as N) + (r(f) as N);
+          const x = (g(l(f)) as N) + (g(r(f)) as N);
           return typeof x === 'string' ? charge(x) : x;
         };
       }
       case '-':
-        return (f) => (l(f) as N) - (r(f) as N);
+        return (f) => (g(l(f)) as N) - (g(r(f)) as N);
       case '*':
-        return (f) => (l(f) as N) * (r(f) as N);
+        return (f) => (g(l(f)) as N) * (g(r(f)) as N);
       case '/':
-        return (f) => (l(f) as N) / (r(f) as N);
+        return (f) => (g(l(f)) as N) / (g(r(f)) as N);
       case '%':
-        return (f) => (l(f) as N) % (r(f) as N);
+        return (f) => (g(l(f)) as N) % (g(r(f)) as N);
       case '**':
-        return (f) => power(l(f), r(f));
+        return (f) => power(g(l(f)), g(r(f)));
       case '==':
         // biome-ignore lint/suspicious/noDoubleEquals: the script's own operator
-        return (f) => l(f) == r(f);
+        return (f) => g(l(f)) == g(r(f));
       case '!=':
         // biome-ignore lint/suspicious/noDoubleEquals: the script's own operator
-        return (f) => l(f) != r(f);
+        return (f) => g(l(f)) != g(r(f));
       case '===':
         return (f) => l(f) === r(f);
       case '!==':
         return (f) => l(f) !== r(f);
       case '<':
-        return (f) => (l(f) as N) < (r(f) as N);
+        return (f) => (g(l(f)) as N) < (g(r(f)) as N);
       case '<=':
-        return (f) => (l(f) as N) <= (r(f) as N);
+        return (f) => (g(l(f)) as N) <= (g(r(f)) as N);
       case '>':
-        return (f) => (l(f) as N) > (r(f) as N);
+        return (f) => (g(l(f)) as N) > (g(r(f)) as N);
       case '>=':
-        return (f) => (l(f) as N) >= (r(f) as N);
+        return (f) => (g(l(f)) as N) >= (g(r(f)) as N);
       case '<<':
-        return (f) => (l(f) as N) << (r(f) as N);
+        return (f) => (g(l(f)) as N) << (g(r(f)) as N);
       case '>>':
-        return (f) => (l(f) as N) >> (r(f) as N);
+        return (f) => (g(l(f)) as N) >> (g(r(f)) as N);
       case '>>>':
-        return (f) => (l(f) as N) >>> (r(f) as N);
+        return (f) => (g(l(f)) as N) >>> (g(r(f)) as N);
       case '&':
-        return (f) => (l(f) as N) & (r(f) as N);
+        return (f) => (g(l(f)) as N) & (g(r(f)) as N);
       case '|':
-        return (f) => (l(f) as N) | (r(f) as N);
+        return (f) => (g(l(f)) as N) | (g(r(f)) as N);
       case '^':
-        return (f) => (l(f) as N) ^ (r(f) as N);
+        return (f) => (g(l(f)) as N) ^ (g(r(f)) as N);
       case 'in':
         return (f) => {
-          const k = l(f);
+          const k = g(l(f));
           const o = r(f);
           if (typeof o !== 'object' || o === null || this.b.namespaces.has(o)) defer('in');
           return this.key(k) in o;
@@ -1305,12 +1401,11 @@ class Compiler {
         const o = obj(f);
         if (o === SHORT) return SHORT;
         if (optMember && (o === null || o === undefined)) return SHORT;
-        const k = key(f);
-        if (optional) {
-          const fn = this.get(o, k);
-          if (fn === null || fn === undefined) return SHORT;
-        }
-        return this.callMethod(o, k, evalArgs(f));
+        const k = this.key(key(f));
+        const m = this.method(o, k);
+        if (optional && (m === null || m === undefined)) return SHORT;
+        const a = evalArgs(f);
+        return m === BUILTIN ? this.callBuiltin(o, k, a) : this.call(m, a);
       };
     }
     if (callee.type === 'Super') return defer('super');
@@ -1339,11 +1434,13 @@ class Compiler {
       const read = this.identifier(node.name, scope, false);
       const write = this.assignTo(node.name, scope);
       return (f) => {
-        const cur = read(f);
-        const v = compute(postfix ? +(cur as number) : cur, f);
+        const read0 = this.prim(read(f));
+        // A postfix update converts the old value once (its valueOf runs once).
+        const cur = postfix ? +(read0 as number) : read0;
+        const v = compute(cur, f);
         if (v === KEEP) return cur;
         write(f, v);
-        return postfix ? +(cur as number) : v;
+        return postfix ? cur : v;
       };
     }
     if (node.type === 'MemberExpression') {
@@ -1352,12 +1449,14 @@ class Compiler {
       const key = this.memberKey(node, scope);
       return (f) => {
         const o = obj(f);
-        const k = key(f);
-        const cur = this.get(o, k);
-        const v = compute(postfix ? +(cur as number) : cur, f);
+        // The key is converted once for the read and the write.
+        const k = this.key(key(f));
+        const read0 = this.prim(this.get(o, k));
+        const cur = postfix ? +(read0 as number) : read0;
+        const v = compute(cur, f);
         if (v === KEEP) return cur;
         this.set(o, k, v);
-        return postfix ? +(cur as number) : v;
+        return postfix ? cur : v;
       };
     }
     return defer(`assignment to ${node.type}`);
@@ -1404,7 +1503,7 @@ class Compiler {
     if (!combine) return defer(`operator ${op}`);
     const charge = this.b.chargeString;
     return this.modify(node.left, scope, (cur, f) => {
-      const v = combine(cur, value(f));
+      const v = combine(cur, this.prim(value(f)));
       return typeof v === 'string' ? charge(v) : v;
     });
   }
@@ -1428,13 +1527,15 @@ class Compiler {
     )
       return defer('this or arguments');
     const scope = new FnScope(outer);
+    // A named function expression sees itself under its name, in a scope of its own above the
+    // parameters (a parameter or `var` of that name hides it).
+    const selfSlot =
+      node.type === 'FunctionExpression' && node.id ? scope.declare(node.id.name, 'self').slot : -1;
+    scope.blocks.push(new Map());
     const params = node.params.map((p) => {
       if (p.type !== 'Identifier') defer('parameter pattern');
       return scope.declare(p.name, 'param').slot;
     });
-    // A named function expression sees itself under its name.
-    const selfSlot =
-      node.type === 'FunctionExpression' && node.id ? scope.declare(node.id.name, 'self').slot : -1;
     const body =
       node.body.type === 'BlockStatement'
         ? this.functionBody(node.body.body, scope)
@@ -1450,41 +1551,43 @@ class Compiler {
     return (up) => {
       meter.charge(64);
       const size = n();
+      const bytes = FRAME_BYTES + SLOT_BYTES * size;
       const fn = sandboxFn((...args: unknown[]) => {
         meter.tick(1);
-        if (++meter.depth > MAX_DEPTH) defer('recursion');
+        meter.stack += bytes;
         try {
+          if (meter.stack > STACK_BYTES) defer('recursion');
           const f: Frame = { v: new Array<unknown>(size), up, r: undefined };
           for (let i = 0; i < params.length; i++) f.v[params[i] as number] = args[i];
           if (selfSlot >= 0) f.v[selfSlot] = fn;
           return body(f) === RETURN ? f.r : undefined;
         } finally {
-          meter.depth--;
+          meter.stack -= bytes;
         }
       });
       return fn;
     };
   }
 
-  /** Hoists `var`s and top-level function declarations, then compiles the statements. */
+  /**
+   * Hoists `var`s, declares the body's let/const and function declarations, makes the functions
+   * (they may name any of those), then compiles the statements.
+   */
   functionBody(stmts: Statement[], scope: FnScope): Ex {
-    for (const s of stmts) this.hoistVars(s, scope);
-    const fns: { slot: number; make: Ev }[] = [];
-    for (const s of stmts) {
-      if (s.type === 'FunctionDeclaration') {
-        const slot = scope.declare((s.id as { name: string }).name, 'function').slot;
-        fns.push({ slot, make: undefined as unknown as Ev });
+    for (const st of stmts) this.hoistVars(st, scope);
+    const lexicalSlots = this.declareLexical(stmts, scope, false);
+    const fns: { slot: number; decl: FunctionDeclaration }[] = [];
+    for (const st of stmts) {
+      if (st.type === 'FunctionDeclaration') {
+        const slot = scope.declare((st.id as { name: string }).name, 'function').slot;
+        fns.push({ slot, decl: st });
       }
     }
-    // Declarations are made after every name is known: they may call each other.
-    let i = 0;
-    for (const s of stmts) {
-      if (s.type === 'FunctionDeclaration') (fns[i++] as { make: Ev }).make = this.fn(s, scope);
-    }
-    const block = this.block(stmts, scope, false);
-    if (fns.length === 0) return block;
+    const made = fns.map((d) => ({ slot: d.slot, make: this.fn(d.decl, scope) }));
+    const block = this.statements(stmts, scope, lexicalSlots);
+    if (made.length === 0) return block;
     return (f) => {
-      for (const d of fns) f.v[d.slot] = d.make(f);
+      for (const d of made) f.v[d.slot] = d.make(f);
       return block(f);
     };
   }
@@ -1509,24 +1612,39 @@ class Compiler {
 
   // --- statements ---
 
-  /** Statements in a block of their own (`scoped`: its let/const get slots reset on entry). */
-  block(stmts: Statement[], scope: FnScope, scoped: boolean): Ex {
-    if (scoped) scope.blocks.push(new Map());
-    const lexicalSlots: number[] = [];
-    for (const s of stmts) {
-      if (s.type === 'FunctionDeclaration' && scoped) defer('function declaration in a block');
-      if (s.type === 'ClassDeclaration') defer('class');
-      if (s.type === 'VariableDeclaration' && s.kind !== 'var') {
-        if (s.kind !== 'let' && s.kind !== 'const') defer(s.kind);
-        for (const d of s.declarations) {
+  /** The let/const declared directly in `stmts`: their slots (function declarations: see `scoped`). */
+  declareLexical(stmts: Statement[], scope: FnScope, scoped: boolean): number[] {
+    const slots: number[] = [];
+    for (const st of stmts) {
+      if (st.type === 'FunctionDeclaration' && scoped) defer('function declaration in a block');
+      if (st.type === 'ClassDeclaration') defer('class');
+      if (st.type === 'VariableDeclaration' && st.kind !== 'var') {
+        if (st.kind !== 'let' && st.kind !== 'const') defer(st.kind);
+        for (const d of st.declarations) {
           if (d.id.type !== 'Identifier') defer('destructuring');
-          lexicalSlots.push(scope.declare(d.id.name, s.kind).slot);
+          slots.push(scope.declare(d.id.name, st.kind).slot);
         }
       }
     }
-    const compiled = stmts.map((s) => this.stmt(s, scope));
-    if (scoped) scope.blocks.pop();
+    return slots;
+  }
+
+  /** A block of its own: its let/const get slots, reset to the dead zone on each entry. */
+  block(stmts: Statement[], scope: FnScope): Ex {
+    scope.blocks.push(new Map());
+    const lexicalSlots = this.declareLexical(stmts, scope, true);
+    const ex = this.statements(stmts, scope, lexicalSlots);
+    scope.blocks.pop();
+    return ex;
+  }
+
+  /** Statements in order; function declarations among them were made at the function's entry. */
+  statements(stmts: Statement[], scope: FnScope, lexicalSlots: number[]): Ex {
+    const compiled = stmts
+      .filter((st) => st.type !== 'FunctionDeclaration')
+      .map((st) => this.stmt(st, scope));
     const n = compiled.length;
+    if (n === 0 && lexicalSlots.length === 0) return () => NEXT;
     if (lexicalSlots.length === 0) {
       if (n === 1) return compiled[0] as Ex;
       return (f) => {
@@ -1559,7 +1677,9 @@ class Compiler {
       case 'VariableDeclaration':
         return this.declaration(node, scope);
       case 'FunctionDeclaration':
-        return () => NEXT; // made at the function's entry (functionBody)
+        // Only at a function body's top level (made at entry); as the body of an `if` or a loop
+        // its meaning is the web-compatibility rules': QuickJS's.
+        return defer('function declaration as a statement');
       case 'ReturnStatement': {
         if (!node.argument)
           return (f) => {
@@ -1580,7 +1700,7 @@ class Compiler {
         return (f) => (t(f) ? c(f) : a(f));
       }
       case 'BlockStatement':
-        return this.block((node as BlockStatement).body, scope, true);
+        return this.block((node as BlockStatement).body, scope);
       case 'EmptyStatement':
         return () => NEXT;
       case 'ForStatement':
@@ -1794,8 +1914,13 @@ class Compiler {
 // ---------------------------------------------------------------------------------------------
 // Results, as JSON would carry them.
 
-/** A value JSON.parse(JSON.stringify(v)) would give back unchanged (estimating its text's size). */
-function jsonNormal(v: unknown, depth: number, size: { n: number }): boolean {
+/**
+ * Whether JSON.parse(JSON.stringify(v)) would give `v` back unchanged, estimating its text's
+ * size on the way (strings at their longest escaping). Every part is visited, shared parts once
+ * per reference as JSON.stringify would: past `limit` the call is QuickJS's (a structure that
+ * shares itself exponentially is never walked by the host).
+ */
+function jsonNormal(v: unknown, depth: number, size: { n: number }, limit: number): boolean {
   switch (typeof v) {
     case 'string':
       size.n += v.length * 6 + 2;
@@ -1813,26 +1938,35 @@ function jsonNormal(v: unknown, depth: number, size: { n: number }): boolean {
         return true;
       }
       if (depth > MAX_RESULT_DEPTH) defer('result nested too deep');
+      let normal = true;
       if (isArray(v)) {
         size.n += 2 + v.length;
+        if (size.n > limit) defer('result too large');
+        // Named members of an array are not in its JSON.
+        if (Object.keys(v).length !== v.length) normal = false;
         for (let i = 0; i < v.length; i++) {
-          if (!hasOwn(v, i)) return false;
+          if (!hasOwn(v, i)) {
+            normal = false;
+            continue;
+          }
           const x = v[i];
-          if (x === undefined || typeof x === 'function' || !jsonNormal(x, depth + 1, size))
-            return false;
+          if (x === undefined || typeof x === 'function') normal = false;
+          else if (!jsonNormal(x, depth + 1, size, limit)) normal = false;
+          if (size.n > limit) defer('result too large');
         }
-        return true;
+        return normal;
       }
       if (Object.getPrototypeOf(v) !== Object.prototype) defer('result holds a non-plain object');
       size.n += 2;
       for (const k in v) {
         const x = (v as Record<string, unknown>)[k];
         if (k === 'toJSON' && typeof x === 'function') defer('toJSON');
-        if (x === undefined || typeof x === 'function') return false;
         size.n += k.length * 6 + 4;
-        if (!jsonNormal(x, depth + 1, size)) return false;
+        if (x === undefined || typeof x === 'function') normal = false;
+        else if (!jsonNormal(x, depth + 1, size, limit)) normal = false;
+        if (size.n > limit) defer('result too large');
       }
-      return true;
+      return normal;
     }
     default:
       return false;
@@ -1847,7 +1981,7 @@ function jsonNormal(v: unknown, depth: number, size: { n: number }): boolean {
 export function toJsonResult(v: unknown, maxChars: number): { value: unknown; chars?: number } {
   if (v === undefined || typeof v === 'function') return { value: undefined };
   const size = { n: 0 };
-  if (jsonNormal(v, 0, size) && size.n <= maxChars) return { value: v };
+  if (jsonNormal(v, 0, size, 6 * maxChars + 64) && size.n <= maxChars) return { value: v };
   const text = JSON.stringify(v) as string | undefined;
   if (text === undefined) return { value: undefined };
   if (text.length > maxChars) return { value: undefined, chars: text.length };

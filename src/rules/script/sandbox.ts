@@ -253,6 +253,17 @@ function jsonCharsAtMost(v: unknown, max: number, depth = 0): number {
   return n;
 }
 
+/**
+ * QuickJS's stack limit. WebAssembly runs on the host thread's own stack, which a deep native
+ * recursion in QuickJS (joining a nested array, JSON of a deep value) overflowed before a 256 KiB
+ * limit tripped, leaving the runtime broken; at 64 KiB QuickJS stops every such case itself with
+ * its "stack overflow" error (src/rules/script/interpreter-adversarial.test.ts). Script functions
+ * may nest about 340 calls deep.
+ */
+const QUICKJS_STACK_BYTES = 64 * 1024;
+/** Runtimes a script may leave broken before it is disabled (each holds up to its memory limit). */
+const MAX_BROKEN_RUNTIMES = 3;
+
 /** Consecutive deferred calls after which a script stops trying the interpreter first. */
 const GIVE_UP_AFTER = 64;
 
@@ -275,6 +286,8 @@ export class CompiledScript {
   /** The interpreter's compiled form; undefined when the script is QuickJS's alone. */
   #fast: FastScript | undefined;
   #deferredInARow = 0;
+  /** Runtimes abandoned after the host's stack ran out inside them (see #abandon). */
+  #brokenRuntimes = 0;
   /** Calls answered by the interpreter, and calls QuickJS answered (deferred or QuickJS-only). */
   readonly calls = { fast: 0, quickjs: 0 };
   /** Why the interpreter does not run this script (compile time), when it does not. */
@@ -334,14 +347,27 @@ export class CompiledScript {
   }
 
   #build(): void {
+    if (this.#brokenRuntimes >= MAX_BROKEN_RUNTIMES)
+      throw new ScriptRuntimeError(
+        `script disabled: it overflowed the sandbox's stack ${MAX_BROKEN_RUNTIMES} times`,
+      );
     const runtime = this.module.newRuntime();
     runtime.setMemoryLimit(this.limits.memoryBytes);
-    runtime.setMaxStackSize(256 * 1024);
+    runtime.setMaxStackSize(QUICKJS_STACK_BYTES);
     runtime.setInterruptHandler(() => this.#interrupt());
     const context = runtime.newContext();
     this.#limit(Math.max(this.limits.timeoutMs, this.limits.compileTimeoutMs));
-    const result = context.evalCode(wrap(this.body, this.argNames), 'script.js');
-    this.#limit(0);
+    let result: ReturnType<QuickJSContext['evalCode']>;
+    try {
+      result = context.evalCode(wrap(this.body, this.argNames), 'script.js');
+    } catch (err) {
+      // The host's stack ran out inside WebAssembly (a body nested thousands deep): the runtime
+      // is left as it is (freeing it would trip QuickJS's own assertions).
+      this.#brokenRuntimes++;
+      throw new ScriptCompileError(`script too deeply nested (${(err as Error).name})`, undefined);
+    } finally {
+      this.#limit(0);
+    }
     if (result.error) {
       const err = context.dump(result.error) as {
         name?: string;
@@ -519,9 +545,18 @@ export class CompiledScript {
     let result: ReturnType<QuickJSContext['callFunction']>;
     try {
       result = ctx.callFunction(fn, ctx.undefined, ...handles);
+    } catch (err) {
+      // @NOTE: the host's stack ran out inside WebAssembly before QuickJS's own stack check (it
+      // is set low so that this should not happen: QUICKJS_STACK_BYTES). The runtime is
+      // abandoned, not freed (freeing it aborts the module), and the next call builds another;
+      // after MAX_BROKEN_RUNTIMES the script is disabled, so the leak stays bounded.
+      this.#abandon();
+      throw new ScriptRuntimeError(
+        `script stopped: the sandbox's stack overflowed (${(err as Error).name})`,
+      );
     } finally {
       this.#limit(0);
-      for (const h of handles) h.dispose();
+      if (this.#built) for (const h of handles) h.dispose();
     }
     if (result.error) {
       const err = ctx.dump(result.error) as { name?: string; message?: string } | string;
@@ -547,6 +582,12 @@ export class CompiledScript {
     const text = type === 'string' ? ctx.getString(result.value) : undefined;
     result.value.dispose();
     return text;
+  }
+
+  /** Drops a runtime left broken by a host stack overflow, without freeing it. */
+  #abandon(): void {
+    this.#brokenRuntimes++;
+    this.#built = false;
   }
 
   #rebuild(): void {
