@@ -108,6 +108,11 @@ describe('script interpreter (the fast path in front of QuickJS)', () => {
       'var x; return [x, typeof x, void 0];',
       'return;',
       'var nothing = 1;',
+      'var d; try { d = JSON.parse(msg.b); } catch (e) { d = "bad"; } return d;',
+      'var d; try { d = JSON.parse(metadata.missing); } catch { d = {}; } return d;',
+      'try { return JSON.parse("[1, 2]").length; } catch (e) { return -1; }',
+      'var r = []; ["%41", "%E0%A4%A"].forEach(function (x) { try { r.push(decodeURIComponent(x)); } catch (err) { r.push(null); } }); return r;',
+      'try { return ["1", "x"].map(function (t) { return JSON.parse(t); }); } catch (e) { return "one failed"; }',
     ];
     const slow: string[] = [];
     for (const body of scripts) {
@@ -129,6 +134,11 @@ describe('script interpreter (the fast path in front of QuickJS)', () => {
       'return x; let x = 1;',
       // Outside the subset, compiled there.
       'try { return JSON.parse("{"); } catch (e) { return "caught " + e.name; }',
+      'try { return JSON.parse("{"); } finally { msg.a = 1; }',
+      'try { return msg.x.y; } catch (e) { return 2; }',
+      'try { throw 1; } catch (e) { return 3; }',
+      'return JSON.parse("{");',
+      'return JSON.parse("[".repeat(2000) + "]".repeat(2000)).length;',
       'return new Date(0).toISOString();',
       'return /a+/.test(msg.b);',
       'return msg.b.match("o");',

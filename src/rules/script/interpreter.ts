@@ -45,6 +45,23 @@ export class Defer {
   constructor(readonly reason: string) {}
 }
 
+/**
+ * An exception a built-in raised that QuickJS raises for the same input (JSON.parse of bad text,
+ * a malformed URI): a script's `catch` may take it; uncaught, the call is QuickJS's to word.
+ */
+class Thrown {
+  constructor(readonly error: unknown) {}
+}
+
+/** Runs a built-in whose exceptions QuickJS raises alike (see Thrown). */
+function raising<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw new Thrown(err);
+  }
+}
+
 /** The call ran out of its CPU time: final, not deferred. */
 export class ScriptTimeout {
   constructor(readonly limitMs: number) {}
@@ -472,8 +489,13 @@ function writeMember(meter: Meter, o: unknown, key: string, v: unknown): void {
   o[key] = v;
 }
 
-/** Nesting of arrays (text) or values (JSON) a built-in may walk: deeper is QuickJS's. */
-const MAX_WALK_DEPTH = 200;
+/**
+ * Nesting a built-in may walk here; deeper is QuickJS's. Measured in QuickJS with its 64 KiB
+ * stack: it joins arrays nested 118 deep (`String(a)`) and stringifies or parses JSON about
+ * 4,000 deep before its "stack overflow"; the interpreter stays well below both.
+ */
+const MAX_TEXT_DEPTH = 64;
+const MAX_JSON_DEPTH = 1000;
 
 /**
  * What a built-in would walk before it gets it: nested arrays for `String(a)`, `a + ''`, `join`
@@ -492,7 +514,7 @@ function walkBudget(
   const array = isArray(v);
   if (!array && !deep) return nodes;
   if (path.includes(v)) defer('a cycle');
-  if (path.length >= MAX_WALK_DEPTH) defer('nested too deep');
+  if (path.length >= (deep ? MAX_JSON_DEPTH : MAX_TEXT_DEPTH)) defer('nested too deep');
   let n = nodes + 1 + (array ? v.length : 0);
   if (n * 8 > meter.memory) defer('structure too large');
   path.push(v);
@@ -522,11 +544,6 @@ function callback(fn: unknown): (...args: unknown[]) => unknown {
 }
 
 const NON_ASCII = /[^ -~]/;
-
-function str(s: unknown): string {
-  if (typeof s !== 'string') defer('not a string');
-  return s;
-}
 
 /** Creates the built-ins of one compiled script; they charge its meter. */
 function builtins(meter: Meter) {
@@ -741,9 +758,14 @@ function builtins(meter: Meter) {
     JSON: ns({
       parse: (text: unknown, reviver?: unknown) => {
         if (reviver !== undefined) defer('JSON.parse reviver');
-        meter.charge(2 * str(text).length);
-        meter.tick((text as string).length >> 6);
-        return JSON.parse(text as string);
+        // Any value is parsed as its text (`JSON.parse(undefined)` is a SyntaxError).
+        const t = typeof text === 'string' ? text : String(text);
+        meter.charge(2 * t.length);
+        meter.tick(t.length >> 6);
+        const value: unknown = raising(() => JSON.parse(t));
+        // V8 parses any depth; QuickJS overflows its stack past about 4,000.
+        if (typeof value === 'object' && value !== null) walkBudget(meter, value, true, [], 0);
+        return value;
       },
       stringify: (value: unknown, replacer?: unknown, space?: unknown) => {
         // A replacer can make the text deeper than the value: QuickJS's stack decides.
@@ -781,10 +803,14 @@ function builtins(meter: Meter) {
     parseFloat: hostFn((s: unknown) => parseFloat(s as string)),
     isNaN: hostFn((v: unknown) => Number.isNaN(Number(v))),
     isFinite: hostFn((v: unknown) => Number.isFinite(Number(v))),
-    encodeURIComponent: hostFn((s: unknown) => chargeString(encodeURIComponent(s as string))),
-    decodeURIComponent: hostFn((s: unknown) => chargeString(decodeURIComponent(s as string))),
-    encodeURI: hostFn((s: unknown) => chargeString(encodeURI(s as string))),
-    decodeURI: hostFn((s: unknown) => chargeString(decodeURI(s as string))),
+    encodeURIComponent: hostFn((s: unknown) =>
+      chargeString(raising(() => encodeURIComponent(s as string))),
+    ),
+    decodeURIComponent: hostFn((s: unknown) =>
+      chargeString(raising(() => decodeURIComponent(s as string))),
+    ),
+    encodeURI: hostFn((s: unknown) => chargeString(raising(() => encodeURI(s as string)))),
+    decodeURI: hostFn((s: unknown) => chargeString(raising(() => decodeURI(s as string)))),
     Date: ns({ now: () => Date.now() }),
   };
   /** What a global function offers as members (`Number.isInteger`). */
@@ -1738,6 +1764,35 @@ class Compiler {
       case 'ThrowStatement':
         // The exception's text and type are QuickJS's to give.
         return () => defer('throw');
+      case 'TryStatement': {
+        // `try { ... } catch { ... }` whose catch never looks at the exception (the common
+        // `try { JSON.parse(text) } catch (e) { fallback }`): only a built-in's exception that
+        // QuickJS raises alike is caught (Thrown); any other (a Defer, the time limit) passes.
+        if (node.finalizer || !node.handler) return defer('finally');
+        const h = node.handler;
+        if (h.param) {
+          if (h.param.type !== 'Identifier') return defer('catch pattern');
+          const name = h.param.name;
+          if (
+            some(
+              h.body,
+              (n) => n.type === 'Identifier' && (n as unknown as { name: string }).name === name,
+              true,
+            )
+          )
+            return defer('catch looks at the exception');
+        }
+        const tried = this.block(node.block.body, scope);
+        const handler = this.block(h.body.body, scope);
+        return (f) => {
+          try {
+            return tried(f);
+          } catch (err) {
+            if (err instanceof Thrown) return handler(f);
+            throw err;
+          }
+        };
+      }
       default:
         return defer(`statement ${node.type}`);
     }
@@ -2124,6 +2179,7 @@ export class FastScript {
       return this.run(args);
     } catch (err) {
       if (err instanceof Defer || err instanceof ScriptTimeout) throw err;
+      if (err instanceof Thrown) throw new Defer('exception from a built-in');
       // The script's own exceptions (a TypeError, a stack overflow): QuickJS says them its way.
       throw new Defer(`exception: ${err instanceof Error ? err.name : typeof err}`);
     }
