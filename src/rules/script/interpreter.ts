@@ -53,12 +53,16 @@ class Thrown {
   constructor(readonly error: unknown) {}
 }
 
-/** Runs a built-in whose exceptions QuickJS raises alike (see Thrown). */
+/**
+ * Runs a built-in on text already converted (no script code runs inside): its SyntaxError or
+ * URIError, which QuickJS raises alike, becomes catchable (Thrown); anything else passes as it is.
+ */
 function raising<T>(fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    throw new Thrown(err);
+    if (err instanceof SyntaxError || err instanceof URIError) throw new Thrown(err);
+    throw err;
   }
 }
 
@@ -275,6 +279,21 @@ function frameAt(f: Frame, depth: number): Frame {
   let x = f;
   for (let i = 0; i < depth; i++) x = x.up as Frame;
   return x;
+}
+
+/** How deep a function's own syntax nests (not into nested functions): a bound on its operand stack. */
+function nesting(node: Node): number {
+  let most = 0;
+  for (const key of Object.keys(node)) {
+    if (key === 'type' || key === 'start' || key === 'end') continue;
+    const v = (node as unknown as Record<string, unknown>)[key];
+    for (const c of isArray(v) ? v : [v]) {
+      if (c === null || typeof c !== 'object' || typeof (c as Node).type !== 'string') continue;
+      if (isFunctionNode(c as Node)) continue;
+      most = Math.max(most, nesting(c as Node));
+    }
+  }
+  return most + 1;
 }
 
 /** Walks a subtree, not into nested functions unless `intoFunctions`. */
@@ -500,33 +519,54 @@ const MAX_JSON_DEPTH = 1000;
 /**
  * What a built-in would walk before it gets it: nested arrays for `String(a)`, `a + ''`, `join`
  * and the like (`deep` false), every object for JSON. The host walks a shared part once per
- * reference and cannot be stopped, so the walk counts every visit against the call's memory
- * budget, and hands cycles and deep nesting to QuickJS. Returns the nodes visited.
+ * reference and cannot be stopped, so the walk counts every visit, and the text each string
+ * adds (six times its length for JSON, at its longest escaping), in bytes against the call's
+ * memory budget, and hands cycles, deep nesting and script code the host would run inside the
+ * walk (an own toJSON; an element's own toString or valueOf inside a join, whose stack QuickJS
+ * would count) to QuickJS. Returns the bytes counted so far.
  */
 function walkBudget(
   meter: Meter,
   v: unknown,
   deep: boolean,
   path: object[],
-  nodes: number,
+  bytes: number,
 ): number {
-  if (typeof v !== 'object' || v === null) return nodes;
+  if (typeof v === 'string') {
+    const n = bytes + (deep ? 6 : 1) * v.length;
+    if (n > meter.memory) defer('text too large');
+    return n;
+  }
+  if (typeof v !== 'object' || v === null) return bytes;
   const array = isArray(v);
-  if (!array && !deep) return nodes;
+  if (!array) {
+    const o = v as Record<string, unknown>;
+    if (!deep) {
+      if (typeof o.toString === 'function' && hasOwn(o, 'toString'))
+        defer('own toString in a join');
+      if (typeof o.valueOf === 'function' && hasOwn(o, 'valueOf')) defer('own valueOf in a join');
+      return bytes;
+    }
+  }
+  if (deep && hasOwn(v, 'toJSON') && typeof (v as { toJSON: unknown }).toJSON === 'function')
+    defer('toJSON');
   if (path.includes(v)) defer('a cycle');
   if (path.length >= (deep ? MAX_JSON_DEPTH : MAX_TEXT_DEPTH)) defer('nested too deep');
-  let n = nodes + 1 + (array ? v.length : 0);
-  if (n * 8 > meter.memory) defer('structure too large');
+  let n = bytes + 16 + (array ? 8 * v.length : 0);
+  if (n > meter.memory) defer('structure too large');
   path.push(v);
   if (array) for (let i = 0; i < v.length; i++) n = walkBudget(meter, v[i], deep, path, n);
-  else for (const k in v) n = walkBudget(meter, (v as Record<string, unknown>)[k], deep, path, n);
+  else
+    for (const k in v) {
+      n = walkBudget(meter, (v as Record<string, unknown>)[k], deep, path, n + 6 * k.length);
+    }
   path.pop();
   return n;
 }
 
 /** Before a host conversion of `v` (ToPrimitive of an array joins it, recursively). */
 function guardText(meter: Meter, v: unknown): void {
-  if (isArray(v)) meter.tick(walkBudget(meter, v, false, [], 0) >> 5);
+  if (isArray(v)) meter.tick(walkBudget(meter, v, false, [], 0) >> 8);
 }
 
 /** Before a host conversion of every argument. */
@@ -592,19 +632,55 @@ function builtins(meter: Meter) {
       case 'trimEnd':
       case 'toString':
       case 'valueOf':
-      case 'concat':
       case 'split':
         return charge((sp[name] as (...a: unknown[]) => unknown).apply(s, args));
+      case 'concat': {
+        let n = s.length;
+        for (const x of args) n += typeof x === 'string' ? x.length : 24;
+        if (n > 256) meter.charge(n);
+        return (sp.concat as (...a: unknown[]) => unknown).apply(s, args);
+      }
       case 'toUpperCase':
       case 'toLowerCase':
         // Case tables of other scripts follow each engine's Unicode version.
         if (NON_ASCII.test(s)) defer('case of non-ASCII text');
         return charge((sp[name] as (...a: unknown[]) => unknown).apply(s, args));
       case 'replace':
-      case 'replaceAll':
-        // A function as replacement is called by the built-in with the match: a script function.
-        if (typeof args[1] === 'function') callback(args[1]);
-        return charge((sp[name] as (...a: unknown[]) => unknown).apply(s, args));
+      case 'replaceAll': {
+        // The pattern and a text replacement are converted once, here; the result is charged
+        // at its largest before the host builds it. A function replacement is a script
+        // function, whose every answer is charged.
+        const pattern = String(args[0]);
+        const fn = args[1];
+        if (typeof fn === 'function') {
+          const f = callback(fn);
+          const each = (...m: unknown[]) => {
+            const r = String(f(...m));
+            meter.charge(r.length);
+            return r;
+          };
+          return charge(
+            name === 'replace' ? s.replace(pattern, each) : s.replaceAll(pattern, each),
+          );
+        }
+        const replacement = String(fn);
+        const matches =
+          name === 'replace' ? 1 : Math.floor(s.length / Math.max(1, pattern.length)) + 1;
+        // `$&` puts the match in again, and `` $` `` / `$'` the text before or after it.
+        const each = replacement.includes('$')
+          ? replacement.length *
+            Math.max(
+              1,
+              pattern.length,
+              replacement.includes('$`') || replacement.includes("$'") ? s.length : 0,
+            )
+          : replacement.length;
+        const most = s.length + matches * each;
+        if (most > 256) meter.charge(most);
+        return name === 'replace'
+          ? s.replace(pattern, replacement)
+          : s.replaceAll(pattern, replacement);
+      }
       case 'repeat':
       case 'padStart':
       case 'padEnd': {
@@ -674,8 +750,14 @@ function builtins(meter: Meter) {
       case 'join':
       case 'toString':
         return chargeString((ap[name] as (...x: unknown[]) => unknown).apply(a, args));
+      case 'concat': {
+        // Charged before the host builds it.
+        let n = a.length;
+        for (const x of args) n += isArray(x) ? x.length : 1;
+        meter.charge(16 + 8 * n);
+        return ap.concat?.apply(a, args);
+      }
       case 'slice':
-      case 'concat':
       case 'splice':
       case 'flat':
         if (name === 'splice') meter.charge(8 * args.length);
@@ -713,6 +795,7 @@ function builtins(meter: Meter) {
   };
 
   const objectMethod = (name: string, o: object, args: unknown[]): unknown => {
+    guardArgs(meter, args);
     switch (name) {
       case 'hasOwnProperty':
         return hasOwn(o, args[0] as PropertyKey);
@@ -770,7 +853,7 @@ function builtins(meter: Meter) {
       stringify: (value: unknown, replacer?: unknown, space?: unknown) => {
         // A replacer can make the text deeper than the value: QuickJS's stack decides.
         if (typeof replacer === 'function') defer('JSON.stringify with a replacer function');
-        meter.tick(walkBudget(meter, value, true, [], 0) >> 5);
+        meter.tick(walkBudget(meter, value, true, [], 0) >> 8);
         const r = JSON.stringify(
           value,
           replacer as (string | number)[] | undefined,
@@ -803,14 +886,24 @@ function builtins(meter: Meter) {
     parseFloat: hostFn((s: unknown) => parseFloat(s as string)),
     isNaN: hostFn((v: unknown) => Number.isNaN(Number(v))),
     isFinite: hostFn((v: unknown) => Number.isFinite(Number(v))),
-    encodeURIComponent: hostFn((s: unknown) =>
-      chargeString(raising(() => encodeURIComponent(s as string))),
-    ),
-    decodeURIComponent: hostFn((s: unknown) =>
-      chargeString(raising(() => decodeURIComponent(s as string))),
-    ),
-    encodeURI: hostFn((s: unknown) => chargeString(raising(() => encodeURI(s as string)))),
-    decodeURI: hostFn((s: unknown) => chargeString(raising(() => decodeURI(s as string)))),
+    // The argument is turned into text first, outside `raising`: a toString it runs, and the
+    // time limit or a Defer inside it, are never catchable.
+    encodeURIComponent: hostFn((s: unknown) => {
+      const t = String(s);
+      return chargeString(raising(() => encodeURIComponent(t)));
+    }),
+    decodeURIComponent: hostFn((s: unknown) => {
+      const t = String(s);
+      return chargeString(raising(() => decodeURIComponent(t)));
+    }),
+    encodeURI: hostFn((s: unknown) => {
+      const t = String(s);
+      return chargeString(raising(() => encodeURI(t)));
+    }),
+    decodeURI: hostFn((s: unknown) => {
+      const t = String(s);
+      return chargeString(raising(() => decodeURI(t)));
+    }),
     Date: ns({ now: () => Date.now() }),
   };
   /** What a global function offers as members (`Number.isInteger`). */
@@ -1574,10 +1667,12 @@ class Compiler {
           })();
     const meter = this.meter;
     const n = () => scope.slots;
+    const stackDepth = nesting(node.body);
     return (up) => {
       meter.charge(64);
       const size = n();
-      const bytes = FRAME_BYTES + SLOT_BYTES * size;
+      // QuickJS's frame: its locals and its operand stack, which the nesting bounds.
+      const bytes = FRAME_BYTES + SLOT_BYTES * (size + stackDepth);
       const fn = sandboxFn((...args: unknown[]) => {
         meter.tick(1);
         meter.stack += bytes;
@@ -1997,8 +2092,12 @@ function jsonNormal(v: unknown, depth: number, size: { n: number }, limit: numbe
       if (isArray(v)) {
         size.n += 2 + v.length;
         if (size.n > limit) defer('result too large');
-        // Named members of an array are not in its JSON.
-        if (Object.keys(v).length !== v.length) normal = false;
+        // Named members of an array are not in its JSON; an own toJSON would run script code.
+        if (Object.keys(v).length !== v.length) {
+          if (typeof (v as { toJSON?: unknown }).toJSON === 'function' && hasOwn(v, 'toJSON'))
+            defer('toJSON');
+          normal = false;
+        }
         for (let i = 0; i < v.length; i++) {
           if (!hasOwn(v, i)) {
             normal = false;
