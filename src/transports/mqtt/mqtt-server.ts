@@ -244,9 +244,15 @@ export class MqttServer {
       const client = broker.handle(conn, req as Parameters<Aedes['handle']>[1]);
       const parser = (client as unknown as { _parser: unknown })._parser;
       plainByteList(parser);
+      lazyTopicAliases(client);
+      closeOnClose(client);
       markIllFormedStrings(parser);
       // A malformed topic filter closes the connection; the broker never sees the packet.
       screenPackets(parser, (packet) => {
+        if (packet.cmd === 'connect') {
+          shareParserSettings(parser, packet);
+          return true;
+        }
         if (packet.cmd !== 'subscribe' && packet.cmd !== 'unsubscribe') return true;
         const violation = subscribeViolation(packet);
         if (!violation) return true;
@@ -475,6 +481,90 @@ function plainByteList(parser: unknown): void {
   const Plain = (p._list?.constructor as { BufferList?: new () => ByteList } | undefined)
     ?.BufferList;
   if (p._list && p._list.length === 0 && typeof Plain === 'function') p._list = new Plain();
+}
+
+/**
+ * What mqtt-packet's parser reads of its `settings`: one frozen object per protocol version
+ * (3.1, 3.1.1, 5) and bridge flag, shared by every connection.
+ */
+const PARSER_SETTINGS: ReadonlyArray<Readonly<{ protocolVersion: number; bridgeMode: boolean }>> = [
+  3, 4, 5,
+].flatMap((protocolVersion) =>
+  [false, true].map((bridgeMode) => Object.freeze({ protocolVersion, bridgeMode })),
+);
+
+/**
+ * Lets a client's parser keep a shared settings object instead of the whole CONNECT packet.
+ *
+ * @NOTE: mqtt-packet's parser keeps the CONNECT it parsed as its `settings` for the connection's
+ * life (client id, user name, password, will and properties: about 250 B of heap per idle
+ * connection) and reads only `protocolVersion` and `bridgeMode` of it afterwards (parser.js of
+ * the pinned version). Aedes has the packet itself for the CONNECT's handling.
+ */
+function shareParserSettings(parser: unknown, connect: { cmd: string }): void {
+  const p = parser as { settings?: unknown };
+  if (p.settings !== connect) return;
+  const c = connect as { protocolVersion?: number; bridgeMode?: boolean };
+  const bridgeMode = c.bridgeMode === true;
+  const shared = PARSER_SETTINGS.find(
+    (s) => s.protocolVersion === c.protocolVersion && s.bridgeMode === bridgeMode,
+  );
+  if (shared) p.settings = shared;
+}
+
+/**
+ * MQTT 5 inbound topic aliases of one connection, made on the first alias: Aedes makes a `Map`
+ * per client up front (`_topicAliases`, 184 B of heap), which MQTT 3.1.1 clients and MQTT 5
+ * clients that send no alias never use. Aedes only calls `get` and `set` on it
+ * (lib/handlers/publish.js of the pinned version).
+ */
+class TopicAliases {
+  #map: Map<number, string> | undefined;
+
+  get(alias: number): string | undefined {
+    return this.#map?.get(alias);
+  }
+
+  set(alias: number, topic: string): this {
+    this.#map ??= new Map();
+    this.#map.set(alias, topic);
+    return this;
+  }
+}
+
+function lazyTopicAliases(client: Client): void {
+  const c = client as unknown as { _topicAliases?: unknown };
+  if (c._topicAliases instanceof Map && c._topicAliases.size === 0)
+    c._topicAliases = new TopicAliases();
+}
+
+/**
+ * Closes an Aedes client on its stream's `close` event instead of through `stream.finished`.
+ *
+ * @NOTE: Aedes watches each connection with `finished(conn, close)` (lib/client.js of the pinned
+ * version), which registers up to seven listeners on the socket and keeps their closures and
+ * their context for the connection's life (about 0.8 KB of heap per idle connection, heap
+ * snapshot in docs/benchmarks.md, "5,000 idle MQTT connections: ..."). Every way a connection
+ * ends reaches `close` without it: Aedes closes on `end` and on `error` itself, and a socket
+ * emits `close` after any other end (destroyed by the gateway, a takeover, a half-closed
+ * socket finishing). Aedes calls `_eos` once when it closes, to remove the watch.
+ */
+function closeOnClose(client: Client): void {
+  const c = client as unknown as {
+    _eos?: () => void;
+    close: () => void;
+    conn: {
+      on?: (e: 'close', f: () => void) => void;
+      removeListener?: (e: 'close', f: () => void) => void;
+    };
+  };
+  const { conn } = c;
+  if (typeof c._eos !== 'function' || !conn.on || !conn.removeListener) return;
+  c._eos();
+  // `close` ignores an argument that is not a callback (the event's hadError) and runs once.
+  const close = c.close.bind(client);
+  conn.on('close', close);
+  c._eos = () => conn.removeListener?.('close', close);
 }
 
 /** The will of the CONNECT being authenticated (Aedes keeps it until the CONNACK). */
