@@ -13,6 +13,7 @@ import { fromStorageError, GatewayError, ValidationError } from '../../errors.js
 import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
 import { DeviceSession, ProvisionSession, type Send, type Will } from './device-session.js';
+import { loadSparkplugCodec, sparkplugCodecLoaded } from './sparkplug-session.js';
 import {
   markIllFormedStrings,
   publishViolation,
@@ -158,22 +159,44 @@ export class MqttServer {
           result.kind === 'device'
             ? `${result.device.id}/${client.id}`
             : `provision/${randomUUID()}`;
-        const send = sender(client);
-        let session: Session;
-        try {
-          session =
-            result.kind === 'device'
-              ? new DeviceSession(result.device, this.deps.core, devices, send, log, willOf(client))
-              : new ProvisionSession(this.deps.core.messages, send);
-        } catch (err) {
-          // A Sparkplug node without its NDEATH will (transport-profiles.md §4.1).
-          if (!(err instanceof ValidationError)) throw err;
-          log.info({ clientId: client.id, reason: err.message }, 'mqtt connect refused');
-          done(refusal(err.message, SERVER_UNAVAILABLE), false);
+        const open = () => {
+          const send = sender(client);
+          let session: Session;
+          try {
+            session =
+              result.kind === 'device'
+                ? new DeviceSession(
+                    result.device,
+                    this.deps.core,
+                    devices,
+                    send,
+                    log,
+                    willOf(client),
+                  )
+                : new ProvisionSession(this.deps.core.messages, send);
+          } catch (err) {
+            // A Sparkplug node without its NDEATH will (transport-profiles.md §4.1).
+            if (!(err instanceof ValidationError)) throw err;
+            log.info({ clientId: client.id, reason: err.message }, 'mqtt connect refused');
+            done(refusal(err.message, SERVER_UNAVAILABLE), false);
+            return;
+          }
+          this.#sessions.set(client, session);
+          done(null, true);
+        };
+        // The first Sparkplug node loads the Sparkplug codec (sparkplug-session.ts).
+        if (
+          result.kind === 'device' &&
+          !sparkplugCodecLoaded() &&
+          this.deps.core.profileTransports.settings(result.device.profileId).sparkplug
+        ) {
+          loadSparkplugCodec().then(open, (err: unknown) => {
+            log.error({ err, clientId: client.id }, 'mqtt sparkplug codec not loaded');
+            done(refusal('Server unavailable', SERVER_UNAVAILABLE), false);
+          });
           return;
         }
-        this.#sessions.set(client, session);
-        done(null, true);
+        open();
       },
       authorizePublish: (client, packet, callback) => {
         // Retained flags are ignored and QoS is capped at 1 (reference §11). Device publishes are
