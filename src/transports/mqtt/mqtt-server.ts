@@ -9,9 +9,11 @@ import type { Logger } from 'pino';
 import { createWebSocketStream, WebSocketServer } from 'ws';
 import type { DeviceService, MqttAuthResult } from '../../devices/device-service.js';
 import type { TransportChange } from '../../devices/profile-transports.js';
+import { loadProtobuf, protobufLoaded } from '../../devices/protobuf-lib.js';
 import { fromStorageError, GatewayError, ValidationError } from '../../errors.js';
 import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
+import { provisionIsProtobuf } from '../payload-codec.js';
 import { DeviceSession, ProvisionSession, type Send, type Will } from './device-session.js';
 import { loadSparkplugCodec, sparkplugCodecLoaded } from './sparkplug-session.js';
 import {
@@ -20,7 +22,7 @@ import {
   screenPackets,
   subscribeViolation,
 } from './strict.js';
-import { maySubscribe, messageType } from './topics.js';
+import { maySubscribe, messageType, TOPIC, v2Publish, v2Subscription } from './topics.js';
 
 export interface MqttServerDeps {
   readonly devices: DeviceService;
@@ -235,7 +237,16 @@ export class MqttServer {
           callback(null, null);
           return;
         }
-        callback(null, { ...sub, qos: Math.min(sub.qos, 1) as 0 | 1 });
+        const grant = () => callback(null, { ...sub, qos: Math.min(sub.qos, 1) as 0 | 1 });
+        // Updates on a `/p` v2 filter are written in Protobuf (protobuf-lib.ts).
+        if (!protobufLoaded() && v2Subscription(sub.topic)?.format === 'proto') {
+          loadProtobuf().then(grant, (err: unknown) => {
+            log.error({ err, clientId: client.id }, 'mqtt protobufjs not loaded');
+            callback(null, null);
+          });
+          return;
+        }
+        grant();
       },
       // Only server messages are delivered; see authorizePublish.
       authorizeForward: (_client, packet) =>
@@ -337,6 +348,7 @@ export class MqttServer {
   async #publish(client: Client, session: Session, packet: PublishPacket): Promise<boolean> {
     const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
     try {
+      if (!protobufLoaded() && publishNeedsProtobuf(packet.topic, payload)) await loadProtobuf();
       const result = await session.publish(packet.topic, payload);
       if (result !== 'unknown-topic')
         this.deps.meter?.('mqtt', result === 'handled' ? messageType(packet.topic) : result);
@@ -588,6 +600,15 @@ function closeOnClose(client: Client): void {
   const close = c.close.bind(client);
   conn.on('close', close);
   c._eos = () => conn.removeListener?.('close', close);
+}
+
+/**
+ * Whether a device PUBLISH is read with protobufjs whatever its profile: a `/p` v2 topic, or a
+ * provisioning request that is not JSON (transport-profiles.md §2.3, §3).
+ */
+function publishNeedsProtobuf(topic: string, payload: Buffer): boolean {
+  if (topic === TOPIC.provisionRequest) return provisionIsProtobuf(payload);
+  return v2Publish(topic)?.format === 'proto';
 }
 
 /** The will of the CONNECT being authenticated (Aedes keeps it until the CONNACK). */
