@@ -18,8 +18,8 @@ import { DeviceSession, ProvisionSession, type Send, type Will } from './device-
 import { loadSparkplugCodec, sparkplugCodecLoaded } from './sparkplug-session.js';
 import {
   markIllFormedStrings,
+  packetScreen,
   publishViolation,
-  screenPackets,
   subscribeViolation,
 } from './strict.js';
 import { maySubscribe, messageType, TOPIC, v2Publish, v2Subscription } from './topics.js';
@@ -274,6 +274,23 @@ export class MqttServer {
     );
     this.#broker = broker;
     this.#unwatch = this.deps.core.profileTransports.onChange((change) => this.#reconnect(change));
+    // A malformed topic filter closes the connection; the broker never sees the packet.
+    const screen = packetScreen((parser, packet) => {
+      if (packet.cmd === 'connect') {
+        shareParserSettings(parser, packet);
+        return true;
+      }
+      if (packet.cmd !== 'subscribe' && packet.cmd !== 'unsubscribe') return true;
+      const violation = subscribeViolation(packet);
+      if (!violation) return true;
+      // Aedes gives each parser its client (lib/client.js).
+      this.#violation(
+        (parser as { client: Client }).client,
+        violation.reason,
+        violation.reasonCode,
+      );
+      return false;
+    });
     const handle = (conn: Parameters<Aedes['handle']>[0], req?: IncomingMessage) => {
       const client = broker.handle(conn, req as Parameters<Aedes['handle']>[1]);
       const parser = (client as unknown as { _parser: unknown })._parser;
@@ -281,18 +298,7 @@ export class MqttServer {
       lazyTopicAliases(client);
       closeOnClose(client);
       markIllFormedStrings(parser);
-      // A malformed topic filter closes the connection; the broker never sees the packet.
-      screenPackets(parser, (packet) => {
-        if (packet.cmd === 'connect') {
-          shareParserSettings(parser, packet);
-          return true;
-        }
-        if (packet.cmd !== 'subscribe' && packet.cmd !== 'unsubscribe') return true;
-        const violation = subscribeViolation(packet);
-        if (!violation) return true;
-        this.#violation(client, violation.reason, violation.reasonCode);
-        return false;
-      });
+      screen(parser);
     };
     this.#handle = handle;
     const server = createServer(handle);
@@ -582,24 +588,38 @@ function lazyTopicAliases(client: Client): void {
  * snapshot in docs/benchmarks.md, "5,000 idle MQTT connections: ..."). Every way a connection
  * ends reaches `close` without it: Aedes closes on `end` and on `error` itself, and a socket
  * emits `close` after any other end (destroyed by the gateway, a takeover, a half-closed
- * socket finishing). Aedes calls `_eos` once when it closes, to remove the watch.
+ * socket finishing). Aedes calls `_eos` once when it closes, to remove the watch. The listener
+ * and the removal are shared functions (the connection knows its client), not closures.
  */
 function closeOnClose(client: Client): void {
   const c = client as unknown as {
     _eos?: () => void;
-    close: () => void;
-    conn: {
-      on?: (e: 'close', f: () => void) => void;
-      removeListener?: (e: 'close', f: () => void) => void;
-    };
+    conn: { on?: unknown; removeListener?: unknown; client?: unknown };
   };
   const { conn } = c;
-  if (typeof c._eos !== 'function' || !conn.on || !conn.removeListener) return;
+  if (typeof c._eos !== 'function' || typeof conn.on !== 'function' || conn.client !== client)
+    return;
   c._eos();
-  // `close` ignores an argument that is not a callback (the event's hadError) and runs once.
-  const close = c.close.bind(client);
-  conn.on('close', close);
-  c._eos = () => conn.removeListener?.('close', close);
+  (conn as Watched).on('close', closeItsClient);
+  c._eos = unwatchClose;
+}
+
+/** A connection as Aedes leaves it: its client in `client` (lib/client.js). */
+type Watched = {
+  client: { close: () => void };
+  on: (e: 'close', f: () => void) => void;
+  removeListener: (e: 'close', f: () => void) => void;
+};
+
+/** The connection's `close` listener, one function for all (`this` is the connection). */
+function closeItsClient(this: Watched): void {
+  // `close` runs once; the event's hadError is not passed on (close takes a callback).
+  this.client.close();
+}
+
+/** Aedes' `_eos()` when it closes the client (`this` is the client). */
+function unwatchClose(this: { conn: Watched }): void {
+  this.conn.removeListener('close', closeItsClient);
 }
 
 /**
