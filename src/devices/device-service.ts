@@ -586,10 +586,10 @@ export class DeviceService {
    * A device's identity, one object per device while `#byId` holds it: the token lookup, the id
    * lookup and every MQTT session of the device share it (and the profile id string).
    *
-   * @NOTE: each lookup made its own object with its own strings before (about 250 B of heap per
-   * connected device, two or three copies: docs/benchmarks.md, "5,000 idle MQTT connections:
-   * ..."). Sharing is safe because identities are read-only and `#forget` drops them all when
-   * any device, token or identity changes.
+   * @NOTE: each lookup made its own object with its own strings before (two or three copies per
+   * connected device: docs/benchmarks.md, "5,000 idle MQTT connections: lighter connections, lazy
+   * Protobuf, a trim that sees malloc"). Sharing is safe because identities are read-only and
+   * `#forget` drops them all when any device, token or identity changes.
    */
   #identityOf(v: DeviceView): DeviceIdentity {
     const cached = this.#byId.get(v.id);

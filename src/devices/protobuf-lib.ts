@@ -1,13 +1,14 @@
 /**
  * protobufjs, imported when a Protobuf payload first needs it instead of at start.
  *
- * @NOTE: evaluating protobufjs cost about 1.5 MB of memory in every gateway (docs/benchmarks.md,
- * "5,000 idle MQTT connections: ..."), while only devices of a PROTOBUF profile, the `/p` v2
- * topics and Protobuf provisioning requests use it. Its users (schema compilation, the payload
- * codec) are synchronous, so the library is loaded before them: at start when a stored profile
- * has Protobuf payloads, before a profile with them is saved, and by the MQTT and CoAP
- * transports before a message that needs it is handled (`loadProtobuf`). This module holds what
- * the import cache holds, the library, and sets it once.
+ * @NOTE: evaluating protobufjs and sparkplug-payload cost 3.0 MB of memory in every gateway
+ * (docs/benchmarks.md, "5,000 idle MQTT connections: lighter connections, lazy Protobuf, a trim
+ * that sees malloc"), while only devices of a PROTOBUF profile, the `/p` v2 topics and Protobuf
+ * provisioning requests use it. Its users (schema compilation, the payload codec) are synchronous,
+ * so the library is loaded before them: at start when a stored profile has Protobuf payloads,
+ * before a profile with them is saved, and by the MQTT and CoAP transports before a message that
+ * needs it is handled (`loadProtobuf`). This module holds what the import cache holds, the library,
+ * and sets it once.
  */
 import type * as ProtobufLib from 'protobufjs';
 

@@ -94,10 +94,11 @@ export class MemoryTrim {
    * counts as the heap's does.
    *
    * @NOTE: a burst also leaves memory outside V8's heap (malloc arenas of sockets, TLS, SQLite),
-   * and V8 may shrink its committed heap by itself below the threshold meanwhile. In a 1 GB
-   * memory cgroup 5,000 idle MQTT connections left the gateway at 164-174 MB with the committed
-   * heap 28 MiB above its last trim, so no trim ran; the resident size had grown 70 MiB
-   * (docs/benchmarks.md, "5,000 idle MQTT connections: ...").
+   * and V8 may shrink its committed heap by itself below the threshold meanwhile. In a 1 GB memory
+   * cgroup 5,000 idle MQTT connections left the gateway at 163-174 MB with the committed heap 23.6
+   * MiB above its last trim, so no trim ran; the resident size had grown about 72 MiB
+   * (docs/benchmarks.md, "5,000 idle MQTT connections: lighter connections, lazy Protobuf, a trim
+   * that sees malloc").
    */
   #rssBaseline = Number.POSITIVE_INFINITY;
   #lastTrimAt = Number.NEGATIVE_INFINITY;

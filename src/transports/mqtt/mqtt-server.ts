@@ -583,13 +583,14 @@ function lazyTopicAliases(client: Client): void {
  * Closes an Aedes client on its stream's `close` event instead of through `stream.finished`.
  *
  * @NOTE: Aedes watches each connection with `finished(conn, close)` (lib/client.js of the pinned
- * version), which registers up to seven listeners on the socket and keeps their closures and
- * their context for the connection's life (about 0.8 KB of heap per idle connection, heap
- * snapshot in docs/benchmarks.md, "5,000 idle MQTT connections: ..."). Every way a connection
- * ends reaches `close` without it: Aedes closes on `end` and on `error` itself, and a socket
- * emits `close` after any other end (destroyed by the gateway, a takeover, a half-closed
- * socket finishing). Aedes calls `_eos` once when it closes, to remove the watch. The listener
- * and the removal are shared functions (the connection knows its client), not closures.
+ * version), which registers up to seven listeners on the socket and keeps their closures and their
+ * context for the connection's life (about 0.8 KB of heap per idle connection, heap snapshot in
+ * docs/benchmarks.md, "5,000 idle MQTT connections: lighter connections, lazy Protobuf, a trim that
+ * sees malloc"). Every way a connection ends reaches `close` without it: Aedes closes on `end` and
+ * on `error` itself, and a socket emits `close` after any other end (destroyed by the gateway, a
+ * takeover, a half-closed socket finishing). Aedes calls `_eos` once when it closes, to remove the
+ * watch. The listener and the removal are shared functions (the connection knows its client), not
+ * closures.
  */
 function closeOnClose(client: Client): void {
   const c = client as unknown as {

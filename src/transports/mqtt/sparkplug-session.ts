@@ -594,11 +594,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
 /**
  * Eclipse Tahu's codec, once loaded (it encodes the commands sent to Sparkplug nodes).
  *
- * @NOTE: sparkplug-payload brings a protobufjs of its own; evaluating it cost about 1.5 MB of
- * memory in every gateway, most of which never has a Sparkplug node (docs/benchmarks.md,
- * "5,000 idle MQTT connections: ..."). It is imported when the first Sparkplug node connects
- * (`loadSparkplugCodec`, awaited before its session is made). This holds what the import
- * cache holds, the library, and is set once.
+ * @NOTE: sparkplug-payload brings a protobufjs of its own; evaluating it and protobufjs cost 3.0 MB
+ * of memory in every gateway, most of which never has a Sparkplug node (docs/benchmarks.md, "5,000
+ * idle MQTT connections: lighter connections, lazy Protobuf, a trim that sees malloc"). It is
+ * imported when the first Sparkplug node connects (`loadSparkplugCodec`, awaited before its session
+ * is made). This holds what the import cache holds, the library, and is set once.
  */
 let loadedCodec: Codec | undefined;
 
