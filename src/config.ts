@@ -712,7 +712,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 0,
     max: 65536,
     default: 32,
-    help: 'Once the V8 heap has grown this many MiB since its last trim and the event loop has been quiet for --memory-trim-quiet-sec (the first time after start: one quiet look), collect it fully and hand the freed pages back to the system, then what malloc holds with malloc_trim when the native addon is there (a pause of a few hundred ms while idle; V8 then regrows its young generation as load comes; 0 = never)',
+    help: 'Once the V8 heap or the resident memory has grown this many MiB since the last trim and the event loop has been quiet for --memory-trim-quiet-sec (the first time after start: one quiet look), collect it fully and hand the freed pages back to the system, then what malloc holds with malloc_trim when the native addon is there (a pause of a few hundred ms while idle; V8 then regrows its young generation as load comes; 0 = never)',
   },
   {
     path: 'memory.trimQuietSec',

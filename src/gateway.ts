@@ -35,6 +35,7 @@ import { ActivityService, type ActivitySnapshot } from './devices/activity-servi
 import { DeviceProfileService } from './devices/device-profile-service.js';
 import { DeviceService, type DeviceServiceDeps } from './devices/device-service.js';
 import { ProfileTransports } from './devices/profile-transports.js';
+import { loadProtobuf } from './devices/protobuf-lib.js';
 import { EventBus } from './events.js';
 import { GroupService } from './groups/group-service.js';
 import { createLoggers, type Loggers } from './logger.js';
@@ -301,6 +302,8 @@ export class Gateway implements AsyncDisposable {
       );
 
       const s = this.#services;
+      // Devices of a Protobuf profile are served from the first message on (protobuf-lib.ts).
+      if (s.profiles.usesProtobuf()) await loadProtobuf();
       const standard = messageProcessor(s, this.loggers);
       const custom = this.overrides.messageProcessor;
       s.messages.setProcessor(

@@ -187,7 +187,8 @@ export class ActivityService {
     let state = this.#states.get(device.id);
     if (!state) {
       state = {
-        device: { id: device.id, name: device.name },
+        // The identity itself (shared with the device service's cache), not a copy of it.
+        device,
         active: false,
         lastActivityTime: 0,
         lastConnectTime: 0,

@@ -14,6 +14,7 @@ import { NotFoundError, ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { TenantService } from '../tenant/tenant-service.js';
 import { type DeviceProfileAlarm, deviceProfileAlarmsSchema } from './alarm-rule-schema.js';
+import { transportNeedsProtobuf } from './protobuf-lib.js';
 import { compileTransportConfiguration, type TransportType } from './transport-config.js';
 
 export const DEFAULT_PROFILE_NAME = 'Default';
@@ -253,6 +254,25 @@ export class DeviceProfileService {
        WHERE EXISTS (SELECT 1 FROM device d WHERE d.device_profile_id = p.id)
        ORDER BY p.name, p.id`,
     );
+  }
+
+  /**
+   * Whether a stored profile has Protobuf payloads: the gateway then loads protobufjs before its
+   * transports start (protobuf-lib.ts). One read at start; saves load it themselves.
+   */
+  usesProtobuf(): boolean {
+    const rows = this.deps.db
+      .prepare<[], string>('SELECT profile_data FROM device_profile')
+      .pluck()
+      .all();
+    return rows.some((data) => {
+      try {
+        const parsed = JSON.parse(data) as { transportConfiguration?: unknown } | null;
+        return transportNeedsProtobuf(parsed?.transportConfiguration);
+      } catch {
+        return false;
+      }
+    });
   }
 
   /** Creates the `Default` profile on first start. */

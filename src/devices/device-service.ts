@@ -273,6 +273,8 @@ export class DeviceService {
   readonly #byToken = new Map<string, DeviceIdentity>();
   /** Id → device, for the per-message lookups (rule engine, upstream); cleared like `#byToken`. */
   readonly #byId = new Map<string, DeviceIdentity>();
+  /** Profile ids as one string each, for the identities. */
+  readonly #profileIds = new Map<string, string>();
 
   constructor(private readonly deps: DeviceServiceDeps) {
     this.#store = new DeviceStore(deps.db);
@@ -533,12 +535,12 @@ export class DeviceService {
         !validNow(clientCert, this.deps.now?.() ?? Date.now())
       )
         return refuse('certificate-not-valid-now');
-      return { kind: 'device', device: identityOf(found.view) };
+      return { kind: 'device', device: this.#identityOf(found.view) };
     }
     const basic = (key: string) => this.#store.byCredentialsId(key, 'MQTT_BASIC');
     if (!userName) {
       const found = clientId ? basic(mqttBasicKey(clientId, null)) : undefined;
-      if (found) return { kind: 'device', device: identityOf(found.view) };
+      if (found) return { kind: 'device', device: this.#identityOf(found.view) };
       if (password !== undefined) return refuse('bad-credentials');
       return refuse(clientId ? 'unknown-client-id' : 'not-authorized');
     }
@@ -546,16 +548,16 @@ export class DeviceService {
     if (both) {
       const stored = JSON.parse(both.credentialsValue ?? '{}') as MqttBasicCredentials;
       return samePassword(password, stored.password)
-        ? { kind: 'device', device: identityOf(both.view) }
+        ? { kind: 'device', device: this.#identityOf(both.view) }
         : refuse('bad-credentials');
     }
     const token = this.#store.byAccessToken(userName);
-    if (token) return { kind: 'device', device: identityOf(token) };
+    if (token) return { kind: 'device', device: this.#identityOf(token) };
     const userOnly = basic(mqttBasicKey(null, userName));
     if (userOnly) {
       const stored = JSON.parse(userOnly.credentialsValue ?? '{}') as MqttBasicCredentials;
       if (samePassword(password, stored.password))
-        return { kind: 'device', device: identityOf(userOnly.view) };
+        return { kind: 'device', device: this.#identityOf(userOnly.view) };
     }
     return refuse('bad-credentials');
   }
@@ -568,7 +570,7 @@ export class DeviceService {
     if (!v) return undefined;
     // Bounded: a flood of distinct tokens cannot grow it beyond the number of devices it serves.
     if (this.#byToken.size >= TOKEN_CACHE_SIZE) this.#byToken.clear();
-    const identity = identityOf(v);
+    const identity = this.#identityOf(v);
     this.#byToken.set(token, identity);
     return identity;
   }
@@ -577,10 +579,31 @@ export class DeviceService {
     const cached = this.#byId.get(id);
     if (cached) return cached;
     const v = this.#store.byId(id);
-    if (!v) return undefined;
+    return v && this.#identityOf(v);
+  }
+
+  /**
+   * A device's identity, one object per device while `#byId` holds it: the token lookup, the id
+   * lookup and every MQTT session of the device share it (and the profile id string).
+   *
+   * @NOTE: each lookup made its own object with its own strings before (two or three copies per
+   * connected device: docs/benchmarks.md, "5,000 idle MQTT connections: lighter connections, lazy
+   * Protobuf, a trim that sees malloc"). Sharing is safe because identities are read-only and
+   * `#forget` drops them all when any device, token or identity changes.
+   */
+  #identityOf(v: DeviceView): DeviceIdentity {
+    const cached = this.#byId.get(v.id);
+    if (cached) return cached;
     if (this.#byId.size >= TOKEN_CACHE_SIZE) this.#byId.clear();
-    const identity = identityOf(v);
-    this.#byId.set(id, identity);
+    let profileId = this.#profileIds.get(v.device_profile_id);
+    if (profileId === undefined) {
+      // Bounded like the caches; a profile id is one string per profile, not per device.
+      if (this.#profileIds.size >= TOKEN_CACHE_SIZE) this.#profileIds.clear();
+      profileId = v.device_profile_id;
+      this.#profileIds.set(profileId, profileId);
+    }
+    const identity = identityOf(v, profileId);
+    this.#byId.set(v.id, identity);
     return identity;
   }
 
@@ -592,7 +615,7 @@ export class DeviceService {
 
   byName(name: string): DeviceIdentity | undefined {
     const v = this.#store.byName(name);
-    return v && identityOf(v);
+    return v && this.#identityOf(v);
   }
 
   /**
@@ -607,13 +630,13 @@ export class DeviceService {
       throw new ValidationError('Device name must not be empty or start or end with a blank');
     }
     const found = this.#store.byName(name);
-    if (found) return identityOf(found);
+    if (found) return this.#identityOf(found);
     const device = this.save({
       name,
       type: type || undefined,
       additionalInfo: { lastConnectedGateway: gatewayId },
     });
-    return identityOf(this.#view(device.id.id));
+    return this.#identityOf(this.#view(device.id.id));
   }
 
   #view(id: string): DeviceView {
@@ -686,12 +709,12 @@ function toDevice(v: DeviceView): Device {
   };
 }
 
-function identityOf(v: DeviceView): DeviceIdentity {
+function identityOf(v: DeviceView, profileId: string): DeviceIdentity {
   return {
     rid: v.rid,
     id: v.id,
     name: v.name,
-    profileId: v.device_profile_id,
+    profileId,
     isGateway: isGatewayInfo(v.additional_info),
   };
 }

@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import protobuf from 'protobufjs';
 import { parseTypedObject } from '../attributes/kv-value.js';
 import { ValidationError } from '../errors.js';
 import { parseTelemetryText, TELEMETRY_LIMITS } from '../telemetry/telemetry-parser.js';
 import { compileAttributesDecoder, compileTelemetryDecoder, messageJson } from './proto-points.js';
+import { loadProtobuf } from './protobuf-lib.js';
+
+// Schemas are compiled with protobufjs, which the gateway loads before it compiles any.
+before(() => loadProtobuf());
 
 const NOW = 1_700_000_000_000;
 

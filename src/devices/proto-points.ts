@@ -6,7 +6,7 @@
  * too: RPC replies still go as text, and nested values are typed from their printed JSON.
  */
 
-import protobuf from 'protobufjs';
+import type * as protobufTypes from 'protobufjs';
 import {
   kvValueOf,
   typeJsonMember,
@@ -23,6 +23,7 @@ import {
   parseTs,
   typeValue,
 } from '../telemetry/telemetry-parser.js';
+import { protobuf } from './protobuf-lib.js';
 
 const LONG_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
 
@@ -34,7 +35,7 @@ export type AttributesDecoder = (payload: Uint8Array) => Map<string, KvValue>;
 
 /** How one field of a message becomes a value: its printed presence and its typing. */
 interface FieldPlan {
-  readonly field: protobuf.Field;
+  readonly field: protobufTypes.Field;
   readonly key: string;
   /** JsonFormat prints it only when set (optional, message and oneof fields). */
   readonly presence: boolean;
@@ -52,12 +53,12 @@ const CAST = { cast: true } as const;
  * message with `ts` and `values` both printed is the device-timestamp form (device-api §1.1):
  * the members of `values` at `ts`; any other message is its own members at the server time.
  */
-export function compileTelemetryDecoder(type: protobuf.Type): TelemetryDecoder {
+export function compileTelemetryDecoder(type: protobufTypes.Type): TelemetryDecoder {
   const fields = type.fieldsArray.map(planOf);
   const ts = fields.find((f) => f.key === 'ts');
   const values = fields.find((f) => f.key === 'values');
   const inner =
-    values?.field.resolvedType instanceof protobuf.Type && !values.field.repeated
+    values?.field.resolvedType instanceof protobuf().Type && !values.field.repeated
       ? values.field.resolvedType.fieldsArray.map(planOf)
       : undefined;
   return (payload) => {
@@ -86,7 +87,7 @@ export function compileTelemetryDecoder(type: protobuf.Type): TelemetryDecoder {
  * Compiles the attributes root type once per profile: a decoder of payloads into the client
  * attributes the JSON path stores for the printed message (`parseTypedObject`, strings cast).
  */
-export function compileAttributesDecoder(type: protobuf.Type): AttributesDecoder {
+export function compileAttributesDecoder(type: protobufTypes.Type): AttributesDecoder {
   const fields = type.fieldsArray.map(planOf);
   return (payload) => {
     const m = type.decode(payload) as unknown as Record<string, unknown>;
@@ -126,7 +127,7 @@ function printed(plan: FieldPlan, m: Record<string, unknown>): unknown {
 }
 
 /** `ts` as the JSON converter reads its printed form (64-bit integers print as strings). */
-function tsValue(f: protobuf.Field, v: unknown): unknown {
+function tsValue(f: protobufTypes.Field, v: unknown): unknown {
   if (LONG_TYPES.has(f.type)) {
     // A safe non-negative integer is that number (its printed digits would parse back to it);
     // any other value goes as its digits, so that the error names it as the JSON path does.
@@ -134,16 +135,16 @@ function tsValue(f: protobuf.Field, v: unknown): unknown {
     return n !== undefined && n >= 0 ? n : String(v);
   }
   const rt = f.resolvedType;
-  if (rt instanceof protobuf.Enum) return rt.valuesById[v as number] ?? v;
+  if (rt instanceof protobuf().Enum) return rt.valuesById[v as number] ?? v;
   return v;
 }
 
-function planOf(f: protobuf.Field): FieldPlan {
+function planOf(f: protobufTypes.Field): FieldPlan {
   f.resolve();
   const rt = f.resolvedType;
   const key = f.name;
   const presence =
-    rt instanceof protobuf.Type || f.partOf !== null || f.options?.proto3_optional === true;
+    rt instanceof protobuf().Type || f.partOf !== null || f.options?.proto3_optional === true;
   const plan = (type: FieldPlan['type'], attribute: FieldPlan['attribute']): FieldPlan => ({
     field: f,
     key,
@@ -151,7 +152,7 @@ function planOf(f: protobuf.Field): FieldPlan {
     type,
     attribute,
   });
-  if (f.map || f.repeated || rt instanceof protobuf.Type) {
+  if (f.map || f.repeated || rt instanceof protobuf().Type) {
     // A nested value is stored as one JSON value: typed from its printed text, as before.
     return plan(
       (v, depth, limits) => {
@@ -163,7 +164,7 @@ function planOf(f: protobuf.Field): FieldPlan {
       (v) => typeJsonMember(key, valueText(f, v)),
     );
   }
-  if (rt instanceof protobuf.Enum) {
+  if (rt instanceof protobuf().Enum) {
     return plan(
       (v, _d, limits) => {
         const name = rt.valuesById[v as number];
@@ -239,7 +240,7 @@ function safeLong(v: unknown): number | undefined {
 }
 
 /** One field's value as JsonFormat prints it (maps, repeated and messages included). */
-function valueText(f: protobuf.Field, v: unknown): string {
+function valueText(f: protobufTypes.Field, v: unknown): string {
   if (f.map) {
     const entries = Object.entries(v as Record<string, unknown>);
     return `{${entries.map(([k, x]) => `${JSON.stringify(k)}:${valueJson(f, x)}`).join(',')}}`;
@@ -256,7 +257,7 @@ function valueText(f: protobuf.Field, v: unknown): string {
  * name; scalars without presence appear with their default, unset optional, message and oneof
  * fields are left out.
  */
-export function messageJson(type: protobuf.Type, message: object): string {
+export function messageJson(type: protobufTypes.Type, message: object): string {
   const m = message as Record<string, unknown>;
   const parts: string[] = [];
   for (const f of type.fieldsArray) {
@@ -267,7 +268,7 @@ export function messageJson(type: protobuf.Type, message: object): string {
     } else if (f.repeated) {
       parts.push(`${name}:${valueText(f, present ? m[f.name] : [])}`);
     } else if (
-      f.resolvedType instanceof protobuf.Type ||
+      f.resolvedType instanceof protobuf().Type ||
       f.partOf !== null ||
       f.options?.proto3_optional === true
     ) {
@@ -279,10 +280,10 @@ export function messageJson(type: protobuf.Type, message: object): string {
   return `{${parts.join(',')}}`;
 }
 
-function valueJson(f: protobuf.Field, v: unknown): string {
+function valueJson(f: protobufTypes.Field, v: unknown): string {
   const rt = f.resolvedType;
-  if (rt instanceof protobuf.Type) return messageJson(rt, v as object);
-  if (rt instanceof protobuf.Enum) return JSON.stringify(rt.valuesById[v as number] ?? v);
+  if (rt instanceof protobuf().Type) return messageJson(rt, v as object);
+  if (rt instanceof protobuf().Enum) return JSON.stringify(rt.valuesById[v as number] ?? v);
   if (f.type === 'double' || f.type === 'float') {
     const n = v as number;
     if (!Number.isFinite(n)) return JSON.stringify(String(n));

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
+import { loadProtobuf } from './protobuf-lib.js';
 import { compileTransportConfiguration, topicFilter } from './transport-config.js';
+
+// Schemas are compiled with protobufjs, which the gateway loads before it compiles any.
+before(() => loadProtobuf());
 
 describe('topicFilter (transport-profiles.md §2.1)', () => {
   it('matches as MQTT filters do', () => {

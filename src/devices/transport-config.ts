@@ -5,7 +5,7 @@
  * `TransportSettings` (topic matchers, protobuf types) that the transports read per message.
  */
 
-import protobuf from 'protobufjs';
+import type * as protobufTypes from 'protobufjs';
 import { z } from 'zod';
 import { ValidationError } from '../errors.js';
 import {
@@ -14,6 +14,7 @@ import {
   compileTelemetryDecoder,
   type TelemetryDecoder,
 } from './proto-points.js';
+import { protobuf } from './protobuf-lib.js';
 
 export const TRANSPORT_TYPES = ['DEFAULT', 'MQTT', 'COAP'] as const;
 export type TransportType = (typeof TRANSPORT_TYPES)[number];
@@ -110,10 +111,10 @@ export interface TopicFilter {
 
 /** The protobuf types of a PROTOBUF profile: each schema's root (its last top-level message). */
 export interface ProtoTypes {
-  readonly telemetry: protobuf.Type;
-  readonly attributes: protobuf.Type;
-  readonly rpcRequest: protobuf.Type;
-  readonly rpcResponse: protobuf.Type;
+  readonly telemetry: protobufTypes.Type;
+  readonly attributes: protobufTypes.Type;
+  readonly rpcRequest: protobufTypes.Type;
+  readonly rpcResponse: protobufTypes.Type;
 }
 
 export type PayloadSettings =
@@ -310,14 +311,16 @@ function stripComments(src: string): string {
  * Parses one schema with protobufjs and applies ThingsBoard's rules; returns its root type, the
  * last top-level message.
  */
-function compileSchema(source: string | null | undefined, what: string): protobuf.Type {
+function compileSchema(source: string | null | undefined, what: string): protobufTypes.Type {
   const label = `${what} proto schema`;
   if (!source?.trim()) throw invalid(`${label} is required`);
   if (!/^\s*syntax\s*=\s*["']proto3["']\s*;/m.test(stripComments(source)))
     throw invalid(`${label}: only syntax = "proto3" is supported`);
-  let parsed: protobuf.IParserResult;
+  // Outside the try: a library not loaded first is a bug, not a schema problem.
+  const lib = protobuf();
+  let parsed: protobufTypes.IParserResult;
   try {
-    parsed = protobuf.parse(source, { keepCase: false, alternateCommentMode: true });
+    parsed = lib.parse(source, { keepCase: false, alternateCommentMode: true });
   } catch (err) {
     throw new ValidationError(
       `${PREFIX} failed to parse ${label} due to: ${(err as Error).message}`,
@@ -330,14 +333,14 @@ function compileSchema(source: string | null | undefined, what: string): protobu
   if (root.options && Object.keys(root.options).length > 0)
     throw invalid(`${label}: schema options are not supported`);
   const ns = parsed.package ? root.lookup(parsed.package) : root;
-  if (!(ns instanceof protobuf.Namespace)) throw invalid(`${label}: package not found`);
+  if (!(ns instanceof protobuf().Namespace)) throw invalid(`${label}: package not found`);
   if (parsed.package && ns.options && Object.keys(ns.options).length > 0)
     throw invalid(`${label}: schema options are not supported`);
-  const messages: protobuf.Type[] = [];
+  const messages: protobufTypes.Type[] = [];
   for (const item of ns.nestedArray) {
-    if (item instanceof protobuf.Type) messages.push(item);
-    else if (item instanceof protobuf.Field) throw invalid(`${label}: extend is not supported`);
-    else if (item instanceof protobuf.Enum) checkEnum(item, label);
+    if (item instanceof protobuf().Type) messages.push(item);
+    else if (item instanceof protobuf().Field) throw invalid(`${label}: extend is not supported`);
+    else if (item instanceof protobuf().Enum) checkEnum(item, label);
   }
   if (messages.length === 0) throw invalid(`${label}: at least one message is required`);
   for (const m of messages) checkMessage(m, label);
@@ -352,12 +355,12 @@ function compileSchema(source: string | null | undefined, what: string): protobu
   return messages[messages.length - 1];
 }
 
-function checkEnum(e: protobuf.Enum, label: string): void {
+function checkEnum(e: protobufTypes.Enum, label: string): void {
   if (e.options && Object.keys(e.options).length > 0)
     throw invalid(`${label}: enum ${e.name} must not have options`);
 }
 
-function checkMessage(m: protobuf.Type, label: string): void {
+function checkMessage(m: protobufTypes.Type, label: string): void {
   const where = `${label}: message ${m.name}`;
   if ((m as { group?: boolean }).group)
     throw invalid(`${where} is a group; groups are not supported`);
@@ -371,21 +374,21 @@ function checkMessage(m: protobuf.Type, label: string): void {
       throw invalid(`${where}: field ${f.name} must not have a default value`);
   }
   for (const item of m.nestedArray) {
-    if (item instanceof protobuf.Type) checkMessage(item, label);
-    else if (item instanceof protobuf.Enum) checkEnum(item, label);
-    else if (item instanceof protobuf.Field) throw invalid(`${label}: extend is not supported`);
+    if (item instanceof protobuf().Type) checkMessage(item, label);
+    else if (item instanceof protobuf().Enum) checkEnum(item, label);
+    else if (item instanceof protobuf().Field) throw invalid(`${label}: extend is not supported`);
   }
 }
 
 /** §1.4: at least one field; the `ts` + `values` form needs `optional int64 ts` and a message. */
-function checkTelemetryRoot(t: protobuf.Type): void {
+function checkTelemetryRoot(t: protobufTypes.Type): void {
   const fields = t.fieldsArray;
   if (fields.length === 0)
     throw invalid(`telemetry proto schema: message ${t.name} must have at least one field`);
   const ts = t.fields.ts;
   const values = t.fields.values;
   if (fields.length === 2 && ts && values) {
-    if (!values.resolvedType || !(values.resolvedType instanceof protobuf.Type))
+    if (!values.resolvedType || !(values.resolvedType instanceof protobuf().Type))
       throw invalid(`telemetry proto schema: field 'values' of ${t.name} must be a message`);
     if (ts.type !== 'int64' || ts.options?.proto3_optional !== true)
       throw invalid(`telemetry proto schema: field 'ts' of ${t.name} must be 'optional int64'`);
@@ -393,7 +396,7 @@ function checkTelemetryRoot(t: protobuf.Type): void {
 }
 
 /** §1.4: exactly `method` (string), `requestId` (int32) and `params`, none repeated. */
-function checkRpcRequestRoot(t: protobuf.Type): void {
+function checkRpcRequestRoot(t: protobufTypes.Type): void {
   const fields = t.fieldsArray;
   const ok =
     fields.length === 3 &&

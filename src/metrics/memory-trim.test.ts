@@ -124,6 +124,49 @@ describe('memory trim', () => {
     }
   });
 
+  it('trims after the resident set grew by the threshold when the heap grew less (malloc)', () => {
+    const { s, probe } = fake(40 * MB);
+    let rss = 100 * MB;
+    const trim = new MemoryTrim({
+      log,
+      probe,
+      rss: () => rss,
+      mallocTrim: () => {
+        rss -= 30 * MB; // what malloc gives back
+        return 1;
+      },
+      options: { growthBytes: 32 * MB, minGapMs: 0, quietMs: 30_000, checkMs: 3_600_000 },
+    });
+    trim.start();
+    try {
+      s.live = 30 * MB;
+      assert.equal(trim.check(), true); // start-up
+      assert.equal(s.collects, 1);
+      // A burst: the heap 20 MiB above its trim, the process 90 MiB above (sockets, TLS, SQLite).
+      s.committed = 50 * MB;
+      s.live = 48 * MB;
+      rss = 160 * MB;
+      s.busy = 0.5;
+      s.now += 2_000;
+      assert.equal(trim.check(), false, 'never while busy');
+      s.busy = 0;
+      s.now += 20_000;
+      assert.equal(trim.check(), false, 'quiet for 20 s only');
+      s.now += 12_000;
+      assert.equal(trim.check(), true, 'quiet for 32 s: trimmed for the resident growth');
+      assert.equal(s.collects, 2);
+      // Measured from the resident size after the trim: 130 MiB; growth of 20 MiB is not enough.
+      rss = 150 * MB;
+      s.now += 60_000;
+      assert.equal(trim.check(), false);
+      rss = 170 * MB; // 40 MiB above it
+      s.now += 2_000;
+      assert.equal(trim.check(), true);
+    } finally {
+      trim.stop();
+    }
+  });
+
   it('takes a heap that shrank by itself as the new baseline', () => {
     const { s, probe } = fake(100 * MB);
     const trim = new MemoryTrim({

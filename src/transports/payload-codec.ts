@@ -6,13 +6,14 @@
  * the one way in cannot tell the difference); downlinks are encoded from what the core hands out.
  */
 
-import protobuf from 'protobufjs';
+import type * as protobufTypes from 'protobufjs';
 import { parseKeyList } from '../attributes/attribute-service.js';
 import { deviceAttributesJson, sharedUpdateJson } from '../attributes/payloads.js';
 import type { KvValue, SharedAttributeUpdate, TypedAttributeKv } from '../attributes/types.js';
 import type { ClaimRequest } from '../claims/claim-service.js';
 import { parseJsonPayload } from '../common/json-payload.js';
 import { messageJson } from '../devices/proto-points.js';
+import { protobuf } from '../devices/protobuf-lib.js';
 import type { PayloadSettings, ProtoTypes } from '../devices/transport-config.js';
 import { ValidationError } from '../errors.js';
 import type { ProvisionResponse } from '../provisioning/provision-service.js';
@@ -27,7 +28,7 @@ import type { DecodedTelemetry } from '../telemetry/telemetry-parser.js';
 export type Wire = 'profile' | 'v1' | 'json' | 'proto';
 
 // ThingsBoard's fixed transport messages (transport-profiles.md §2.2), same field numbers.
-const FIXED = protobuf.parse(`syntax = "proto3";
+const FIXED_SCHEMA = `syntax = "proto3";
 package transport;
 enum KeyValueType { BOOLEAN_V = 0; LONG_V = 1; DOUBLE_V = 2; STRING_V = 3; JSON_V = 4; }
 message KeyValueProto { string key = 1; KeyValueType type = 2; bool bool_v = 3; int64 long_v = 4;
@@ -55,18 +56,43 @@ message ProvisionDeviceRequestMsg { string deviceName = 1; CredentialsType crede
 enum ResponseStatus { UNKNOWN = 0; SUCCESS = 1; NOT_FOUND = 2; FAILURE = 3; }
 message ProvisionDeviceResponseMsg { ResponseStatus status = 1; CredentialsType credentialsType = 2;
   string credentialsValue = 3; }
-`).root;
+`;
 
-const T = {
-  attributesRequest: FIXED.lookupType('transport.AttributesRequest'),
-  attributeResponse: FIXED.lookupType('transport.GetAttributeResponseMsg'),
-  attributeUpdate: FIXED.lookupType('transport.AttributeUpdateNotificationMsg'),
-  clientRpcRequest: FIXED.lookupType('transport.RpcRequest'),
-  clientRpcResponse: FIXED.lookupType('transport.ToServerRpcResponseMsg'),
-  claim: FIXED.lookupType('transport.ClaimDevice'),
-  provisionRequest: FIXED.lookupType('transport.ProvisionDeviceRequestMsg'),
-  provisionResponse: FIXED.lookupType('transport.ProvisionDeviceResponseMsg'),
-};
+type FixedTypes = Readonly<
+  Record<
+    | 'attributesRequest'
+    | 'attributeResponse'
+    | 'attributeUpdate'
+    | 'clientRpcRequest'
+    | 'clientRpcResponse'
+    | 'claim'
+    | 'provisionRequest'
+    | 'provisionResponse',
+    protobufTypes.Type
+  >
+>;
+
+/**
+ * The fixed messages' types, parsed on first use (protobufjs is loaded by then: protobuf-lib.ts).
+ * @NOTE: a parse result of a constant schema, kept once it is made.
+ */
+let fixedTypes: FixedTypes | undefined;
+
+function T(): FixedTypes {
+  if (fixedTypes) return fixedTypes;
+  const root = protobuf().parse(FIXED_SCHEMA).root;
+  fixedTypes = {
+    attributesRequest: root.lookupType('transport.AttributesRequest'),
+    attributeResponse: root.lookupType('transport.GetAttributeResponseMsg'),
+    attributeUpdate: root.lookupType('transport.AttributeUpdateNotificationMsg'),
+    clientRpcRequest: root.lookupType('transport.RpcRequest'),
+    clientRpcResponse: root.lookupType('transport.ToServerRpcResponseMsg'),
+    claim: root.lookupType('transport.ClaimDevice'),
+    provisionRequest: root.lookupType('transport.ProvisionDeviceRequestMsg'),
+    provisionResponse: root.lookupType('transport.ProvisionDeviceResponseMsg'),
+  };
+  return fixedTypes;
+}
 
 const KV_TYPE = { BOOLEAN: 0, LONG: 1, DOUBLE: 2, STRING: 3, JSON: 4 } as const;
 
@@ -129,7 +155,7 @@ export class PayloadCodec {
   ): { clientKeys: string[] | undefined; sharedKeys: string[] | undefined } {
     let req: { clientKeys?: unknown; sharedKeys?: unknown };
     if (this.isProto(wire)) {
-      const m = this.#decodeFixed(T.attributesRequest, payload, wire, 'attribute request');
+      const m = this.#decodeFixed(T().attributesRequest, payload, wire, 'attribute request');
       if (m === undefined) return this.attributeRequest(payload, 'json');
       req = { clientKeys: m.clientKeys || undefined, sharedKeys: m.sharedKeys || undefined };
     } else {
@@ -151,7 +177,7 @@ export class PayloadCodec {
    */
   claim(payload: Buffer, wire: Wire): Buffer | ClaimRequest {
     if (!this.isProto(wire)) return payload;
-    const m = this.#decodeFixed(T.claim, payload, wire, 'claim');
+    const m = this.#decodeFixed(T().claim, payload, wire, 'claim');
     if (m === undefined) return payload;
     const durationMs = Number(m.durationMs ?? 0);
     return {
@@ -163,7 +189,7 @@ export class PayloadCodec {
   /** A client-side RPC request: `{method, params}` (Protobuf: `RpcRequest`, params as text). */
   clientRpcRequest(payload: Buffer, wire: Wire): unknown {
     if (this.isProto(wire)) {
-      const m = this.#decodeFixed(T.clientRpcRequest, payload, wire, 'rpc request');
+      const m = this.#decodeFixed(T().clientRpcRequest, payload, wire, 'rpc request');
       if (m !== undefined) return { method: m.method, params: paramsOf(m.params as string) };
     }
     return parseJsonPayload(payload, 'rpc request');
@@ -177,7 +203,7 @@ export class PayloadCodec {
     wire: Wire,
   ): string | Buffer {
     if (!this.isProto(wire, true)) return deviceAttributesJson(res);
-    return encode(T.attributeResponse, {
+    return encode(T().attributeResponse, {
       requestId,
       clientAttributeList: (res.client ?? []).map(tsKv),
       sharedAttributeList: (res.shared ?? []).map(tsKv),
@@ -187,7 +213,7 @@ export class PayloadCodec {
   sharedUpdate(update: SharedAttributeUpdate, wire: Wire): string | Buffer {
     if (!this.isProto(wire, true)) return sharedUpdateJson(update);
     return encode(
-      T.attributeUpdate,
+      T().attributeUpdate,
       update.kind === 'updated'
         ? { sharedUpdated: update.values.map(tsKv) }
         : { sharedDeleted: [...update.keys] },
@@ -201,7 +227,7 @@ export class PayloadCodec {
     json: () => string,
   ): string | Buffer {
     if (!this.isProto(wire, true)) return json();
-    return encode(T.attributeUpdate, { sharedUpdated: kvs.map(tsKv) });
+    return encode(T().attributeUpdate, { sharedUpdated: kvs.map(tsKv) });
   }
 
   /**
@@ -219,7 +245,7 @@ export class PayloadCodec {
     const type = types.rpcRequest;
     const field = type.fields.params;
     let params: unknown = req.params;
-    if (field.resolvedType instanceof protobuf.Type) {
+    if (field.resolvedType instanceof protobuf().Type) {
       if (typeof params === 'string') params = parseJsonPayload(params, 'rpc params');
     } else if (field.type === 'string' && typeof params !== 'string') {
       params = JSON.stringify(params);
@@ -237,7 +263,7 @@ export class PayloadCodec {
   /** The answer to a client-side RPC (Protobuf: `ToServerRpcResponseMsg`). */
   clientRpcResponse(value: string, requestId: number, wire: Wire, error?: string): string | Buffer {
     if (!this.isProto(wire, true)) return error === undefined ? value : JSON.stringify({ error });
-    return encode(T.clientRpcResponse, { requestId, payload: error ? '' : value, error });
+    return encode(T().clientRpcResponse, { requestId, payload: error ? '' : value, error });
   }
 
   // ---- Internals -------------------------------------------------------------------------------
@@ -281,7 +307,7 @@ export class PayloadCodec {
 
   /** Decodes a fixed message; undefined when compatibility mode should try JSON instead. */
   #decodeFixed(
-    type: protobuf.Type,
+    type: protobufTypes.Type,
     payload: Buffer,
     wire: Wire,
     what: string,
@@ -314,7 +340,7 @@ export function provisionRequest(payload: Buffer): { body: unknown; proto: boole
   }
   let m: Record<string, unknown>;
   try {
-    m = T.provisionRequest.toObject(T.provisionRequest.decode(payload), { enums: String });
+    m = T().provisionRequest.toObject(T().provisionRequest.decode(payload), { enums: String });
   } catch (err) {
     throw new ValidationError(`${json.message}; nor is it a ProvisionDeviceRequestMsg`, {
       cause: err,
@@ -343,12 +369,26 @@ export function provisionRequest(payload: Buffer): { body: unknown; proto: boole
   };
 }
 
+/**
+ * Whether `provisionRequest` reads this payload as Protobuf (it is not JSON text): the
+ * transports load protobufjs before handling it (protobuf-lib.ts).
+ */
+export function provisionIsProtobuf(payload: Buffer): boolean {
+  if (payload.byteLength === 0) return false;
+  try {
+    parseJsonPayload(payload, 'provision request');
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 /** The answer to a provisioning request, in the format it came in. */
 export function provisionResponse(res: ProvisionResponse, proto: boolean): string | Buffer {
   if (!proto) return JSON.stringify(res);
-  if (res.status !== 'SUCCESS') return encode(T.provisionResponse, { status: res.status });
+  if (res.status !== 'SUCCESS') return encode(T().provisionResponse, { status: res.status });
   const value = res.credentialsValue;
-  return encode(T.provisionResponse, {
+  return encode(T().provisionResponse, {
     status: res.status,
     credentialsType: res.credentialsType,
     // MQTT_BASIC credentials travel as their JSON text (ThingsBoard's credentialsValue).
@@ -366,7 +406,7 @@ function paramsOf(text: string): unknown {
   }
 }
 
-function encode(type: protobuf.Type, value: Record<string, unknown>): Buffer {
+function encode(type: protobufTypes.Type, value: Record<string, unknown>): Buffer {
   const message = type.fromObject(value);
   const bytes = type.encode(message).finish();
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);

@@ -3,6 +3,7 @@ import { parseKeyList } from '../../attributes/attribute-service.js';
 import { flatAttributesJson } from '../../attributes/payloads.js';
 import { DEVICE_LIMITS, nonNegativeInt } from '../../common/limits.js';
 import type { DeviceIdentity, DeviceService } from '../../devices/device-service.js';
+import { loadProtobuf, protobufLoaded } from '../../devices/protobuf-lib.js';
 import {
   AuthenticationError,
   TimeoutError,
@@ -10,7 +11,12 @@ import {
   ValidationError,
 } from '../../errors.js';
 import type { DeviceCore } from '../device-core.js';
-import { PayloadCodec, provisionRequest, provisionResponse } from '../payload-codec.js';
+import {
+  PayloadCodec,
+  provisionIsProtobuf,
+  provisionRequest,
+  provisionResponse,
+} from '../payload-codec.js';
 
 /**
  * CoAP device resources (reference §10), one dispatcher by method and path:
@@ -258,6 +264,8 @@ export async function handleDeviceRequest(
       throw new ValidationError(`unknown resource ${url.pathname}`);
     if (parts[2] === 'provision' && parts.length === 3) {
       if (req.method !== 'POST') methodNotAllowed();
+      // A Protobuf request needs protobufjs, loaded on first use (protobuf-lib.ts).
+      if (!protobufLoaded() && provisionIsProtobuf(req.payload)) await loadProtobuf();
       provision(ctx);
       return;
     }

@@ -2,6 +2,7 @@ import { Hono } from 'hono';
 import { assertTenantAdmin } from '../../auth/authorization.js';
 import { parsePageQuery, requireUuid } from '../../common/entity.js';
 import { type DeviceProfileService, PROFILE_SORT } from '../../devices/device-profile-service.js';
+import { loadProtobuf, transportNeedsProtobuf } from '../../devices/protobuf-lib.js';
 import { ValidationError } from '../../errors.js';
 import { type HttpEnv, queryRecord, readJson } from './context.js';
 import type { RequireUser } from './middleware.js';
@@ -22,7 +23,12 @@ export function deviceProfileRoutes(deps: {
 
   app.post('/deviceProfile', deps.requireUser, async (c) => {
     assertTenantAdmin(c.var.principal);
-    return c.json(profiles.save(await readJson(c)));
+    const body = await readJson(c);
+    // Compiling Protobuf schemas needs protobufjs, loaded on first use (protobuf-lib.ts).
+    const data = (body as { profileData?: { transportConfiguration?: unknown } } | null)
+      ?.profileData;
+    if (transportNeedsProtobuf(data?.transportConfiguration)) await loadProtobuf();
+    return c.json(profiles.save(body));
   });
 
   app.get('/deviceProfiles', deps.requireUser, (c) => {

@@ -9,17 +9,20 @@ import type { Logger } from 'pino';
 import { createWebSocketStream, WebSocketServer } from 'ws';
 import type { DeviceService, MqttAuthResult } from '../../devices/device-service.js';
 import type { TransportChange } from '../../devices/profile-transports.js';
+import { loadProtobuf, protobufLoaded } from '../../devices/protobuf-lib.js';
 import { fromStorageError, GatewayError, ValidationError } from '../../errors.js';
 import type { IngestMeter } from '../../metrics/metrics.js';
 import type { DeviceCore } from '../device-core.js';
+import { provisionIsProtobuf } from '../payload-codec.js';
 import { DeviceSession, ProvisionSession, type Send, type Will } from './device-session.js';
+import { loadSparkplugCodec, sparkplugCodecLoaded } from './sparkplug-session.js';
 import {
   markIllFormedStrings,
+  packetScreen,
   publishViolation,
-  screenPackets,
   subscribeViolation,
 } from './strict.js';
-import { maySubscribe, messageType } from './topics.js';
+import { maySubscribe, messageType, TOPIC, v2Publish, v2Subscription } from './topics.js';
 
 export interface MqttServerDeps {
   readonly devices: DeviceService;
@@ -158,22 +161,44 @@ export class MqttServer {
           result.kind === 'device'
             ? `${result.device.id}/${client.id}`
             : `provision/${randomUUID()}`;
-        const send = sender(client);
-        let session: Session;
-        try {
-          session =
-            result.kind === 'device'
-              ? new DeviceSession(result.device, this.deps.core, devices, send, log, willOf(client))
-              : new ProvisionSession(this.deps.core.messages, send);
-        } catch (err) {
-          // A Sparkplug node without its NDEATH will (transport-profiles.md §4.1).
-          if (!(err instanceof ValidationError)) throw err;
-          log.info({ clientId: client.id, reason: err.message }, 'mqtt connect refused');
-          done(refusal(err.message, SERVER_UNAVAILABLE), false);
+        const open = () => {
+          const send = sender(client);
+          let session: Session;
+          try {
+            session =
+              result.kind === 'device'
+                ? new DeviceSession(
+                    result.device,
+                    this.deps.core,
+                    devices,
+                    send,
+                    log,
+                    willOf(client),
+                  )
+                : new ProvisionSession(this.deps.core.messages, send);
+          } catch (err) {
+            // A Sparkplug node without its NDEATH will (transport-profiles.md §4.1).
+            if (!(err instanceof ValidationError)) throw err;
+            log.info({ clientId: client.id, reason: err.message }, 'mqtt connect refused');
+            done(refusal(err.message, SERVER_UNAVAILABLE), false);
+            return;
+          }
+          this.#sessions.set(client, session);
+          done(null, true);
+        };
+        // The first Sparkplug node loads the Sparkplug codec (sparkplug-session.ts).
+        if (
+          result.kind === 'device' &&
+          !sparkplugCodecLoaded() &&
+          this.deps.core.profileTransports.settings(result.device.profileId).sparkplug
+        ) {
+          loadSparkplugCodec().then(open, (err: unknown) => {
+            log.error({ err, clientId: client.id }, 'mqtt sparkplug codec not loaded');
+            done(refusal('Server unavailable', SERVER_UNAVAILABLE), false);
+          });
           return;
         }
-        this.#sessions.set(client, session);
-        done(null, true);
+        open();
       },
       authorizePublish: (client, packet, callback) => {
         // Retained flags are ignored and QoS is capped at 1 (reference §11). Device publishes are
@@ -212,7 +237,16 @@ export class MqttServer {
           callback(null, null);
           return;
         }
-        callback(null, { ...sub, qos: Math.min(sub.qos, 1) as 0 | 1 });
+        const grant = () => callback(null, { ...sub, qos: Math.min(sub.qos, 1) as 0 | 1 });
+        // Updates on a `/p` v2 filter are written in Protobuf (protobuf-lib.ts).
+        if (!protobufLoaded() && v2Subscription(sub.topic)?.format === 'proto') {
+          loadProtobuf().then(grant, (err: unknown) => {
+            log.error({ err, clientId: client.id }, 'mqtt protobufjs not loaded');
+            callback(null, null);
+          });
+          return;
+        }
+        grant();
       },
       // Only server messages are delivered; see authorizePublish.
       authorizeForward: (_client, packet) =>
@@ -240,19 +274,31 @@ export class MqttServer {
     );
     this.#broker = broker;
     this.#unwatch = this.deps.core.profileTransports.onChange((change) => this.#reconnect(change));
+    // A malformed topic filter closes the connection; the broker never sees the packet.
+    const screen = packetScreen((parser, packet) => {
+      if (packet.cmd === 'connect') {
+        shareParserSettings(parser, packet);
+        return true;
+      }
+      if (packet.cmd !== 'subscribe' && packet.cmd !== 'unsubscribe') return true;
+      const violation = subscribeViolation(packet);
+      if (!violation) return true;
+      // Aedes gives each parser its client (lib/client.js).
+      this.#violation(
+        (parser as { client: Client }).client,
+        violation.reason,
+        violation.reasonCode,
+      );
+      return false;
+    });
     const handle = (conn: Parameters<Aedes['handle']>[0], req?: IncomingMessage) => {
       const client = broker.handle(conn, req as Parameters<Aedes['handle']>[1]);
       const parser = (client as unknown as { _parser: unknown })._parser;
       plainByteList(parser);
+      lazyTopicAliases(client);
+      closeOnClose(client);
       markIllFormedStrings(parser);
-      // A malformed topic filter closes the connection; the broker never sees the packet.
-      screenPackets(parser, (packet) => {
-        if (packet.cmd !== 'subscribe' && packet.cmd !== 'unsubscribe') return true;
-        const violation = subscribeViolation(packet);
-        if (!violation) return true;
-        this.#violation(client, violation.reason, violation.reasonCode);
-        return false;
-      });
+      screen(parser);
     };
     this.#handle = handle;
     const server = createServer(handle);
@@ -308,6 +354,7 @@ export class MqttServer {
   async #publish(client: Client, session: Session, packet: PublishPacket): Promise<boolean> {
     const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
     try {
+      if (!protobufLoaded() && publishNeedsProtobuf(packet.topic, payload)) await loadProtobuf();
       const result = await session.publish(packet.topic, payload);
       if (result !== 'unknown-topic')
         this.deps.meter?.('mqtt', result === 'handled' ? messageType(packet.topic) : result);
@@ -475,6 +522,114 @@ function plainByteList(parser: unknown): void {
   const Plain = (p._list?.constructor as { BufferList?: new () => ByteList } | undefined)
     ?.BufferList;
   if (p._list && p._list.length === 0 && typeof Plain === 'function') p._list = new Plain();
+}
+
+/**
+ * What mqtt-packet's parser reads of its `settings`: one frozen object per protocol version
+ * (3.1, 3.1.1, 5) and bridge flag, shared by every connection.
+ */
+const PARSER_SETTINGS: ReadonlyArray<Readonly<{ protocolVersion: number; bridgeMode: boolean }>> = [
+  3, 4, 5,
+].flatMap((protocolVersion) =>
+  [false, true].map((bridgeMode) => Object.freeze({ protocolVersion, bridgeMode })),
+);
+
+/**
+ * Lets a client's parser keep a shared settings object instead of the whole CONNECT packet.
+ *
+ * @NOTE: mqtt-packet's parser keeps the CONNECT it parsed as its `settings` for the connection's
+ * life (client id, user name, password, will and properties: about 250 B of heap per idle
+ * connection) and reads only `protocolVersion` and `bridgeMode` of it afterwards (parser.js of
+ * the pinned version). Aedes has the packet itself for the CONNECT's handling.
+ */
+function shareParserSettings(parser: unknown, connect: { cmd: string }): void {
+  const p = parser as { settings?: unknown };
+  if (p.settings !== connect) return;
+  const c = connect as { protocolVersion?: number; bridgeMode?: boolean };
+  const bridgeMode = c.bridgeMode === true;
+  const shared = PARSER_SETTINGS.find(
+    (s) => s.protocolVersion === c.protocolVersion && s.bridgeMode === bridgeMode,
+  );
+  if (shared) p.settings = shared;
+}
+
+/**
+ * MQTT 5 inbound topic aliases of one connection, made on the first alias: Aedes makes a `Map`
+ * per client up front (`_topicAliases`, 184 B of heap), which MQTT 3.1.1 clients and MQTT 5
+ * clients that send no alias never use. Aedes only calls `get` and `set` on it
+ * (lib/handlers/publish.js of the pinned version).
+ */
+class TopicAliases {
+  #map: Map<number, string> | undefined;
+
+  get(alias: number): string | undefined {
+    return this.#map?.get(alias);
+  }
+
+  set(alias: number, topic: string): this {
+    this.#map ??= new Map();
+    this.#map.set(alias, topic);
+    return this;
+  }
+}
+
+function lazyTopicAliases(client: Client): void {
+  const c = client as unknown as { _topicAliases?: unknown };
+  if (c._topicAliases instanceof Map && c._topicAliases.size === 0)
+    c._topicAliases = new TopicAliases();
+}
+
+/**
+ * Closes an Aedes client on its stream's `close` event instead of through `stream.finished`.
+ *
+ * @NOTE: Aedes watches each connection with `finished(conn, close)` (lib/client.js of the pinned
+ * version), which registers up to seven listeners on the socket and keeps their closures and their
+ * context for the connection's life (about 0.8 KB of heap per idle connection, heap snapshot in
+ * docs/benchmarks.md, "5,000 idle MQTT connections: lighter connections, lazy Protobuf, a trim that
+ * sees malloc"). Every way a connection ends reaches `close` without it: Aedes closes on `end` and
+ * on `error` itself, and a socket emits `close` after any other end (destroyed by the gateway, a
+ * takeover, a half-closed socket finishing). Aedes calls `_eos` once when it closes, to remove the
+ * watch. The listener and the removal are shared functions (the connection knows its client), not
+ * closures.
+ */
+function closeOnClose(client: Client): void {
+  const c = client as unknown as {
+    _eos?: () => void;
+    conn: { on?: unknown; removeListener?: unknown; client?: unknown };
+  };
+  const { conn } = c;
+  if (typeof c._eos !== 'function' || typeof conn.on !== 'function' || conn.client !== client)
+    return;
+  c._eos();
+  (conn as Watched).on('close', closeItsClient);
+  c._eos = unwatchClose;
+}
+
+/** A connection as Aedes leaves it: its client in `client` (lib/client.js). */
+type Watched = {
+  client: { close: () => void };
+  on: (e: 'close', f: () => void) => void;
+  removeListener: (e: 'close', f: () => void) => void;
+};
+
+/** The connection's `close` listener, one function for all (`this` is the connection). */
+function closeItsClient(this: Watched): void {
+  // `close` runs once; the event's hadError is not passed on (close takes a callback).
+  this.client.close();
+}
+
+/** Aedes' `_eos()` when it closes the client (`this` is the client). */
+function unwatchClose(this: { conn: Watched }): void {
+  this.conn.removeListener('close', closeItsClient);
+}
+
+/**
+ * Whether a device PUBLISH is read with protobufjs whatever its profile: a `/p` v2 topic, or a
+ * provisioning request that is not JSON (transport-profiles.md §2.3, §3).
+ */
+function publishNeedsProtobuf(topic: string, payload: Buffer): boolean {
+  if (topic === TOPIC.provisionRequest) return provisionIsProtobuf(payload);
+  return v2Publish(topic)?.format === 'proto';
 }
 
 /** The will of the CONNECT being authenticated (Aedes keeps it until the CONNACK). */

@@ -10,7 +10,7 @@
  */
 
 import type { Logger } from 'pino';
-import { get as sparkplugCodec } from 'sparkplug-payload';
+import type * as SparkplugPayloadLib from 'sparkplug-payload';
 import { writeKvValue } from '../../attributes/kv-value.js';
 import type { KvType } from '../../attributes/types.js';
 import type { Subscription } from '../../common/subscriptions.js';
@@ -47,7 +47,7 @@ const CONNECTION_STATE = 'sparkplugConnectionState';
 const NODE_VERBS = new Set(['NCMD', 'NDATA', 'NRECORD']);
 const DEVICE_VERBS = new Set(['DCMD', 'DDATA', 'DRECORD']);
 
-type Codec = NonNullable<ReturnType<typeof sparkplugCodec>>;
+type Codec = NonNullable<ReturnType<typeof SparkplugPayloadLib.get>>;
 type UMetric = NonNullable<Parameters<Codec['encodePayload']>[0]['metrics']>[number];
 
 interface BirthMetric {
@@ -195,9 +195,8 @@ export class SparkplugSession {
     private readonly log: Logger,
     will?: { readonly topic: string; readonly payload: Buffer },
   ) {
-    const codec = sparkplugCodec(NAMESPACE);
-    if (!codec) throw new Error('sparkplug-payload has no spBv1.0 codec');
-    this.#codec = codec;
+    if (!loadedCodec) throw new Error('the Sparkplug codec is not loaded (loadSparkplugCodec)');
+    this.#codec = loadedCodec;
     const death = parseTopic(will?.topic ?? '');
     if (!will || !death || death.type !== 'NDEATH' || death.deviceId !== undefined)
       throw new ValidationError(
@@ -592,6 +591,30 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** `spBv1.0/{group}/{type}/{edge node}[/{device id}]`, or undefined for any other topic. */
+/**
+ * Eclipse Tahu's codec, once loaded (it encodes the commands sent to Sparkplug nodes).
+ *
+ * @NOTE: sparkplug-payload brings a protobufjs of its own; evaluating it and protobufjs cost 3.0 MB
+ * of memory in every gateway, most of which never has a Sparkplug node (docs/benchmarks.md, "5,000
+ * idle MQTT connections: lighter connections, lazy Protobuf, a trim that sees malloc"). It is
+ * imported when the first Sparkplug node connects (`loadSparkplugCodec`, awaited before its session
+ * is made). This holds what the import cache holds, the library, and is set once.
+ */
+let loadedCodec: Codec | undefined;
+
+/** Loads the Sparkplug codec; resolves at once when it is loaded. */
+export async function loadSparkplugCodec(): Promise<void> {
+  if (loadedCodec) return;
+  const codec = (await import('sparkplug-payload')).get(NAMESPACE);
+  if (!codec) throw new Error('sparkplug-payload has no spBv1.0 codec');
+  loadedCodec = codec;
+}
+
+/** Whether the Sparkplug codec is loaded: a Sparkplug session can be made synchronously. */
+export function sparkplugCodecLoaded(): boolean {
+  return loadedCodec !== undefined;
+}
+
 function parseTopic(
   topic: string,
 ): { group: string; type: string; edge: string; deviceId: string | undefined } | undefined {

@@ -27,25 +27,29 @@ interface PacketParser {
  * so well-formed topics cost one `includes`.
  *
  * @NOTE: reaches into mqtt-packet's parser (a private method of the pinned version): the only
- * place that sees a string's bytes before they are decoded.
+ * place that sees a string's bytes before they are decoded. The parser gets one shared function
+ * that calls its prototype's method, not a closure of its own (about 110 B of heap per idle
+ * connection).
  */
 export function markIllFormedStrings(parser: unknown): void {
   const p = parser as PacketParser;
-  const parseString = p._parseString;
-  if (typeof parseString !== 'function') return;
-  p._parseString = function strictParseString(this: PacketParser, maybeBuffer?: boolean) {
-    const start = this._pos;
-    const result = parseString.call(this, maybeBuffer);
-    if (typeof result === 'string' && result.includes('\uFFFD')) {
-      // The string's bytes follow its 2-byte length.
-      try {
-        fatalUtf8.decode(this._list.slice(start + 2, this._pos));
-      } catch {
-        Object.assign(this.packet, { [ILL_FORMED]: true });
-      }
+  if (typeof p._parseString !== 'function') return;
+  p._parseString = strictParseString;
+}
+
+function strictParseString(this: PacketParser, maybeBuffer?: boolean): string | Buffer | null {
+  const start = this._pos;
+  const parseString = (Object.getPrototypeOf(this) as PacketParser)._parseString;
+  const result = parseString.call(this, maybeBuffer);
+  if (typeof result === 'string' && result.includes('\uFFFD')) {
+    // The string's bytes follow its 2-byte length.
+    try {
+      fatalUtf8.decode(this._list.slice(start + 2, this._pos));
+    } catch {
+      Object.assign(this.packet, { [ILL_FORMED]: true });
     }
-    return result;
-  };
+  }
+  return result;
 }
 
 /**
@@ -117,25 +121,42 @@ export function subscribeViolation(packet: {
   return undefined;
 }
 
+type PacketListener = (this: unknown, packet: unknown) => void;
+
 interface PacketEmitter {
-  listeners(event: 'packet'): Array<(packet: unknown) => void>;
+  listeners(event: 'packet'): PacketListener[];
   removeAllListeners(event: 'packet'): void;
-  on(event: 'packet', listener: (packet: unknown) => void): void;
+  on(event: 'packet', listener: PacketListener): void;
 }
 
 /**
- * Puts `pass` in front of the broker's handling of one client's packets: a packet for which it
+ * A screen in front of the broker's handling of its clients' packets: `install(parser)` puts
+ * `pass` before the broker's `packet` listeners of one client's parser; a packet for which it
  * answers false never reaches the broker (so no SUBACK goes out for a refused SUBSCRIBE).
  *
  * @NOTE: Aedes listens to its mqtt-packet parser's `packet` event (with the parser as `this`);
- * its listener is moved behind ours.
+ * its listener is moved behind ours. The listener and the broker's listener list are shared by
+ * the parsers (Aedes registers the same function on each); a parser gets a list of its own only
+ * when its listeners differ. One closure per connection was about 290 B of heap per idle
+ * connection.
  */
-export function screenPackets(parser: unknown, pass: (packet: { cmd: string }) => boolean): void {
-  const p = parser as PacketEmitter;
-  const broker = p.listeners('packet');
-  p.removeAllListeners('packet');
-  p.on('packet', function screened(this: unknown, packet: unknown) {
-    if (!pass(packet as { cmd: string })) return;
-    for (const listener of broker) listener.call(this, packet);
-  });
+export function packetScreen(
+  pass: (parser: unknown, packet: { cmd: string }) => boolean,
+): (parser: unknown) => void {
+  const own = Symbol('brokerListeners');
+  type Screened = PacketEmitter & { [own]?: readonly PacketListener[] };
+  let shared: readonly PacketListener[] | undefined;
+  function screened(this: Screened, packet: unknown): void {
+    if (!pass(this, packet as { cmd: string })) return;
+    for (const listener of this[own] ?? shared ?? []) listener.call(this, packet);
+  }
+  return (parser) => {
+    const p = parser as Screened;
+    const broker = p.listeners('packet');
+    p.removeAllListeners('packet');
+    shared ??= broker;
+    if (broker.length !== shared.length || broker.some((l, i) => l !== shared?.[i]))
+      p[own] = broker;
+    p.on('packet', screened as PacketListener);
+  };
 }
