@@ -174,18 +174,38 @@ function isSandboxFn(v: unknown): v is (...args: unknown[]) => unknown {
  */
 type Namespace = Readonly<Record<string, unknown>>;
 
+/**
+ * Namespace members that turn no argument into a primitive (so their arguments are not walked),
+ * or that walk their own (JSON.stringify).
+ */
+const CONVERTS_NOTHING = new Set([
+  'isArray',
+  'isInteger',
+  'isFinite',
+  'isNaN',
+  'isSafeInteger',
+  'keys',
+  'values',
+  'entries',
+  'assign',
+  'stringify',
+  'now',
+]);
+
 function namespace(members: Record<string, unknown>, meter: Meter): Namespace {
   const ns = Object.create(null) as Record<string, unknown>;
   for (const [k, v] of Object.entries(members)) {
-    if (typeof v !== 'function') ns[k] = v;
+    if (typeof v !== 'function' || isSandboxFn(v)) ns[k] = v;
     else {
       // A wrapper: the host's own function keeps its prototype; arguments it converts are
       // walked first (an array argument is joined).
       const f = v as (...a: unknown[]) => unknown;
-      ns[k] = sandboxFn((...a: unknown[]) => {
-        guardArgs(meter, a);
-        return f(...a);
-      });
+      ns[k] = CONVERTS_NOTHING.has(k)
+        ? sandboxFn((...a: unknown[]) => f(...a))
+        : sandboxFn((...a: unknown[]) => {
+            guardArgs(meter, a);
+            return f(...a);
+          });
     }
   }
   return Object.freeze(ns);
@@ -531,6 +551,7 @@ function walkBudget(
   deep: boolean,
   path: object[],
   bytes: number,
+  gap = 0,
 ): number {
   if (typeof v === 'string') {
     const n = bytes + (deep ? 6 : 1) * v.length;
@@ -552,16 +573,26 @@ function walkBudget(
     defer('toJSON');
   if (path.includes(v)) defer('a cycle');
   if (path.length >= (deep ? MAX_JSON_DEPTH : MAX_TEXT_DEPTH)) defer('nested too deep');
-  let n = bytes + 16 + (array ? 8 * v.length : 0);
+  // JSON.stringify's indentation: each member's line starts with the gap once per level.
+  const indent = gap > 0 ? (path.length + 1) * gap + 1 : 0;
+  let n = bytes + 16 + (array ? (8 + indent) * v.length : 0);
   if (n > meter.memory) defer('structure too large');
   path.push(v);
-  if (array) for (let i = 0; i < v.length; i++) n = walkBudget(meter, v[i], deep, path, n);
+  if (array) for (let i = 0; i < v.length; i++) n = walkBudget(meter, v[i], deep, path, n, gap);
   else
     for (const k in v) {
-      n = walkBudget(meter, (v as Record<string, unknown>)[k], deep, path, n + 6 * k.length);
+      const x = (v as Record<string, unknown>)[k];
+      n = walkBudget(meter, x, deep, path, n + 6 * k.length + indent, gap);
     }
   path.pop();
   return n;
+}
+
+/** JSON.stringify's indentation width for its `space` argument (at most 10). */
+function gapOf(space: unknown): number {
+  if (typeof space === 'number') return Math.max(0, Math.min(10, Math.trunc(space) || 0));
+  if (typeof space === 'string') return Math.min(10, space.length);
+  return 0;
 }
 
 /** Before a host conversion of `v` (ToPrimitive of an array joins it, recursively). */
@@ -573,6 +604,21 @@ function guardText(meter: Meter, v: unknown): void {
 function guardArgs(meter: Meter, args: readonly unknown[]): void {
   for (let i = 0; i < args.length; i++) if (isArray(args[i])) guardText(meter, args[i]);
 }
+
+/**
+ * Array methods some of whose arguments are elements (stored or compared, never converted): the
+ * arguments before this index are converted (walked); -1 for none. Others convert them all.
+ */
+const ELEMENT_ARGS: Readonly<Record<string, number>> = {
+  push: -1,
+  unshift: -1,
+  concat: -1,
+  indexOf: -1,
+  lastIndexOf: -1,
+  includes: -1,
+  fill: -1,
+  splice: 2,
+};
 
 // ---------------------------------------------------------------------------------------------
 // The built-ins a script may use.
@@ -655,7 +701,9 @@ function builtins(meter: Meter) {
         if (typeof fn === 'function') {
           const f = callback(fn);
           const each = (...m: unknown[]) => {
-            const r = String(f(...m));
+            const answer = f(...m);
+            guardText(meter, answer);
+            const r = String(answer);
             meter.charge(r.length);
             return r;
           };
@@ -704,6 +752,8 @@ function builtins(meter: Meter) {
 
   const numberMethod = (name: string, n: number, args: unknown[]): unknown => {
     guardArgs(meter, args);
+    // The radix is converted once (a valueOf answering twice would differ).
+    if (name === 'toString' && args[0] !== undefined) args = [Number(args[0])];
     // In another base only a safe integer has one exact text; the rest is each engine's own.
     if (
       name === 'toString' &&
@@ -729,7 +779,14 @@ function builtins(meter: Meter) {
   const arrayMethod = (name: string, a: unknown[], args: unknown[]): unknown => {
     // Work in proportion to the array, but for the methods at its end.
     if (name !== 'push' && name !== 'pop' && name !== 'at') meter.tick(a.length >> 5);
-    guardArgs(meter, args);
+    // Only the arguments the method turns into numbers or text are walked, not the elements it
+    // stores or compares (push, indexOf's first, splice's items).
+    const from = ELEMENT_ARGS[name];
+    if (from === undefined) guardArgs(meter, args);
+    else if (from >= 0) for (let i = 0; i < args.length && i < from; i++) guardText(meter, args[i]);
+    // The index arguments after an element (indexOf's fromIndex, fill's start and end).
+    if (name === 'indexOf' || name === 'lastIndexOf' || name === 'includes' || name === 'fill')
+      for (let i = 1; i < args.length; i++) guardText(meter, args[i]);
     // These turn the elements into text (nested arrays joined) or walk nested arrays.
     if (name === 'join' || name === 'toString' || name === 'flat' || name === 'sort')
       guardText(meter, a);
@@ -748,8 +805,15 @@ function builtins(meter: Meter) {
       case 'includes':
         return (ap[name] as (...x: unknown[]) => unknown).apply(a, args);
       case 'join':
-      case 'toString':
-        return chargeString((ap[name] as (...x: unknown[]) => unknown).apply(a, args));
+      case 'toString': {
+        // The separator converted once, and its copies charged before the host joins.
+        // JavaScript takes the length before it converts the separator.
+        const len = a.length;
+        const sep = name === 'join' && args[0] !== undefined ? String(args[0]) : ',';
+        if (a.length !== len) defer('the separator changed the array');
+        meter.charge(Math.max(0, a.length - 1) * sep.length);
+        return chargeString(a.join(sep));
+      }
       case 'concat': {
         // Charged before the host builds it.
         let n = a.length;
@@ -813,7 +877,9 @@ function builtins(meter: Meter) {
     for (const src of sources) {
       if (src === null || src === undefined) continue;
       if (typeof src !== 'object' || !writable(src)) defer('Object.assign source');
-      for (const k of Object.keys(src)) {
+      const keys = Object.keys(src);
+      meter.tick(keys.length >> 5);
+      for (const k of keys) {
         if (isArray(target) && k === 'length') defer('Object.assign length');
         writeMember(meter, target, k, (src as Record<string, unknown>)[k]);
       }
@@ -853,7 +919,7 @@ function builtins(meter: Meter) {
       stringify: (value: unknown, replacer?: unknown, space?: unknown) => {
         // A replacer can make the text deeper than the value: QuickJS's stack decides.
         if (typeof replacer === 'function') defer('JSON.stringify with a replacer function');
-        meter.tick(walkBudget(meter, value, true, [], 0) >> 8);
+        meter.tick(walkBudget(meter, value, true, [], 0, gapOf(space)) >> 8);
         const r = JSON.stringify(
           value,
           replacer as (string | number)[] | undefined,
@@ -915,8 +981,9 @@ function builtins(meter: Meter) {
         isFinite: Number.isFinite,
         isNaN: Number.isNaN,
         isSafeInteger: Number.isSafeInteger,
-        parseFloat: (s: unknown) => parseFloat(s as string),
-        parseInt: (s: unknown, radix?: unknown) => parseInt(s as string, radix as number),
+        // The globals themselves, as in JavaScript (Number.parseInt === parseInt).
+        parseFloat: globals.parseFloat,
+        parseInt: globals.parseInt,
         MAX_SAFE_INTEGER: Number.MAX_SAFE_INTEGER,
         MIN_SAFE_INTEGER: Number.MIN_SAFE_INTEGER,
         MAX_VALUE: Number.MAX_VALUE,
@@ -1992,7 +2059,13 @@ class Compiler {
         if (o === null || o === undefined) return NEXT;
         if (typeof o === 'function' || (typeof o === 'object' && this.b.namespaces.has(o)))
           defer('for-in over a built-in');
-        for (const k in o as object) {
+        // The keys are listed first, as the host's for-in does, but charged and counted; a key
+        // deleted before its turn is skipped, one added is not visited (as in both engines).
+        const keys = Object.keys(o as object);
+        meter.charge(8 * keys.length);
+        meter.tick(keys.length >> 5);
+        for (const k of keys) {
+          if (!hasOwn(o as object, k)) continue;
           const c = run(f, k);
           if (c === BREAK) break;
           if (c === RETURN) return c;
