@@ -8,135 +8,29 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { FastScript } from './interpreter.js';
-import { type CallOutcome, ScriptEngine } from './sandbox.js';
+import { ScriptEngine } from './sandbox.js';
 
-const ARGS = ['msg', 'metadata', 'msgType'];
-const LIMITS = { timeoutMs: 200, memoryBytes: 4 * 1024 * 1024 };
-
-const MSG = {
-  a: 21.5,
-  b: 'Hello, World',
-  c: [3, 1, 2],
-  d: { e: 7, f: 'x y', g: [true, null], h: { i: [1, { j: 2 }] } },
-  n: null,
-  s: '42',
-};
-const META = { deviceName: 'd1', deviceType: 'default', ts: '1700000000000' };
-const TYPE = 'POST_TELEMETRY_REQUEST';
-
-type Outcome = { ok: true; value: unknown } | { ok: false; error: string };
-const plain = (o: CallOutcome): Outcome =>
-  o.ok ? { ok: true, value: o.value } : { ok: false, error: o.error.message };
-
-/** Every own property (names, symbols, descriptors) of the host objects a script could aim at. */
-const HOST_OBJECTS: Record<string, object> = {
-  'Object.prototype': Object.prototype,
-  'Array.prototype': Array.prototype,
-  'Function.prototype': Function.prototype,
-  'String.prototype': String.prototype,
-  'Number.prototype': Number.prototype,
-  'Boolean.prototype': Boolean.prototype,
-  Object,
-  Array,
-  Function,
-  String,
-  Number,
-  Boolean,
-  Math,
-  JSON,
-  Date,
-  globalThis,
-};
-
-function hostSnapshot(): Map<string, unknown> {
-  const snap = new Map<string, unknown>();
-  for (const [name, o] of Object.entries(HOST_OBJECTS)) {
-    snap.set(`${name} proto`, Object.getPrototypeOf(o));
-    snap.set(`${name} extensible`, Object.isExtensible(o));
-    // globalThis: its names (the test runner's own symbols come and go).
-    for (const key of o === globalThis ? Object.getOwnPropertyNames(o) : Reflect.ownKeys(o)) {
-      const d = Object.getOwnPropertyDescriptor(o, key) as PropertyDescriptor;
-      snap.set(`${name}.${String(key)}`, [d.value, d.get, d.set, d.writable, d.enumerable]);
-    }
-  }
-  for (const f of [
-    parseInt,
-    parseFloat,
-    Number.isNaN,
-    Number.isFinite,
-    encodeURIComponent,
-    Math.max,
-    JSON.parse,
-  ])
-    snap.set(`${f.name} proto`, Object.getPrototypeOf(f));
-  return snap;
-}
-
-function assertHostUnchanged(before: Map<string, unknown>, what: string): void {
-  const now = hostSnapshot();
-  const changed: string[] = [];
-  for (const k of new Set([...before.keys(), ...now.keys()])) {
-    const a = before.get(k);
-    const b = now.get(k);
-    if (
-      Array.isArray(a) && Array.isArray(b)
-        ? a.some((x, i) => !Object.is(x, b[i]))
-        : !Object.is(a, b)
-    )
-      changed.push(k);
-  }
-  assert.deepEqual(changed, [], `host changed by: ${what}`);
-}
+import {
+  ARGS,
+  assertHostUnchanged,
+  hostSnapshot,
+  LIMITS,
+  META,
+  MSG,
+  plain,
+  scriptChecks,
+  TYPE,
+} from './script-test-kit.js';
 
 describe('script interpreter against adversarial scripts', () => {
   let engine: ScriptEngine;
+  const { both, timed } = scriptChecks(() => engine);
   let host: Map<string, unknown>;
   before(async () => {
     engine = await ScriptEngine.load(LIMITS);
     host = hostSnapshot();
   });
   after(() => assertHostUnchanged(host, 'the whole file'));
-
-  /**
-   * The script by QuickJS alone and by the interpreter (deferring where it must), on the same
-   * arguments: same outcome, arguments unchanged (deeply, and the very objects), host untouched.
-   */
-  const both = (body: string, args: unknown[] = [MSG, META, TYPE]) => {
-    const copy = structuredClone(args);
-    const snap = hostSnapshot();
-    const quick = engine.compile(body, ARGS);
-    const fast = engine.compile(body, ARGS, { fast: true });
-    try {
-      const q = plain(quick.call(args));
-      const f = plain(fast.call(args));
-      assert.deepEqual(f, q, `outcomes differ for: ${body}`);
-      assert.deepEqual(args, copy, `arguments changed by: ${body}`);
-      assertHostUnchanged(snap, body);
-      return { outcome: f, fast: fast.calls.fast === 1, reason: fast.deferredReason };
-    } finally {
-      quick.dispose();
-      fast.dispose();
-    }
-  };
-
-  /** The interpreter's run of `body` alone, timed in CPU and wall time. */
-  const timed = (body: string, args: unknown[] = [MSG, META, TYPE]) => {
-    const script = engine.compile(body, ARGS, { fast: true });
-    const t0 = process.threadCpuUsage();
-    const w0 = performance.now();
-    try {
-      const outcome = plain(script.call(args));
-      const used = process.threadCpuUsage(t0);
-      return {
-        outcome,
-        cpuMs: (used.user + used.system) / 1000,
-        wallMs: performance.now() - w0,
-        calls: { ...script.calls },
-      };
-    } finally {
-      script.dispose();
-    }
-  };
 
   // Guards contract (1): no prototype, constructor, global, host function or host object is
   // reachable, and no host built-in can be changed, whatever the route (inherited members,

@@ -11,121 +11,19 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { Defer, FastScript, ScriptTimeout } from './interpreter.js';
-import { type CallOutcome, ScriptEngine } from './sandbox.js';
+import { ScriptEngine } from './sandbox.js';
 
-const ARGS = ['msg', 'metadata', 'msgType'];
-const LIMITS = { timeoutMs: 200, memoryBytes: 4 * 1024 * 1024 };
-
-const MSG = {
-  a: 21.5,
-  b: 'Hello, World',
-  c: [3, 1, 2],
-  d: { e: 7, f: 'x y', g: [true, null], h: { i: [1, { j: 2 }] } },
-  n: null,
-  s: '42',
-};
-const META = { deviceName: 'd1', deviceType: 'default', ts: '1700000000000' };
-const TYPE = 'POST_TELEMETRY_REQUEST';
-
-type Outcome = { ok: true; value: unknown } | { ok: false; error: string };
-const plain = (o: CallOutcome): Outcome =>
-  o.ok ? { ok: true, value: o.value } : { ok: false, error: o.error.message };
-
-/** Every own property of the host objects a script could aim at (as the adversarial file). */
-const HOST_OBJECTS: Record<string, object> = {
-  'Object.prototype': Object.prototype,
-  'Array.prototype': Array.prototype,
-  'Function.prototype': Function.prototype,
-  'String.prototype': String.prototype,
-  'Number.prototype': Number.prototype,
-  Object,
-  Array,
-  Function,
-  String,
-  Number,
-  Math,
-  JSON,
-};
-
-function hostSnapshot(): Map<string, unknown> {
-  const snap = new Map<string, unknown>();
-  for (const [name, o] of Object.entries(HOST_OBJECTS)) {
-    snap.set(`${name} proto`, Object.getPrototypeOf(o));
-    snap.set(`${name} extensible`, Object.isExtensible(o));
-    for (const key of Reflect.ownKeys(o)) {
-      const d = Object.getOwnPropertyDescriptor(o, key) as PropertyDescriptor;
-      snap.set(`${name}.${String(key)}`, [d.value, d.get, d.set, d.writable, d.enumerable]);
-    }
-  }
-  for (const f of [encodeURIComponent, decodeURIComponent, Math.max, JSON.parse])
-    snap.set(`${f.name} proto`, Object.getPrototypeOf(f));
-  return snap;
-}
-
-function assertHostUnchanged(before: Map<string, unknown>, what: string): void {
-  const now = hostSnapshot();
-  const changed: string[] = [];
-  for (const k of new Set([...before.keys(), ...now.keys()])) {
-    const a = before.get(k);
-    const b = now.get(k);
-    if (
-      Array.isArray(a) && Array.isArray(b)
-        ? a.some((x, i) => !Object.is(x, b[i]))
-        : !Object.is(a, b)
-    )
-      changed.push(k);
-  }
-  assert.deepEqual(changed, [], `host changed by: ${what}`);
-}
+import { assertHostUnchanged, hostSnapshot, LIMITS, scriptChecks } from './script-test-kit.js';
 
 describe('script interpreter, second review', () => {
   let engine: ScriptEngine;
+  const { both, fastOnly } = scriptChecks(() => engine);
   let host: Map<string, unknown>;
   before(async () => {
     engine = await ScriptEngine.load(LIMITS);
     host = hostSnapshot();
   });
   after(() => assertHostUnchanged(host, 'the whole file'));
-
-  /** Same outcome both ways, arguments and host unchanged; whether the interpreter answered. */
-  const both = (body: string, args: unknown[] = [MSG, META, TYPE]) => {
-    const copy = structuredClone(args);
-    const snap = hostSnapshot();
-    const quick = engine.compile(body, ARGS);
-    const fast = engine.compile(body, ARGS, { fast: true });
-    try {
-      const q = plain(quick.call(args));
-      const f = plain(fast.call(args));
-      assert.deepEqual(f, q, `outcomes differ for: ${body}`);
-      assert.deepEqual(args, copy, `arguments changed by: ${body}`);
-      assertHostUnchanged(snap, body);
-      return { outcome: f, fast: fast.calls.fast === 1 };
-    } finally {
-      quick.dispose();
-      fast.dispose();
-    }
-  };
-
-  /**
-   * The interpreter alone (no QuickJS after a Defer): its CPU time, and how the call ended
-   * (a value, `defer: reason`, or `timeout`).
-   */
-  const fastOnly = (body: string, args: unknown[] = [structuredClone(MSG), META, TYPE]) => {
-    const f = FastScript.compile(body, ARGS, LIMITS);
-    assert.ok(f instanceof FastScript, `not compiled: ${body}`);
-    const t0 = process.threadCpuUsage();
-    let end: unknown;
-    try {
-      end = f.call(args);
-    } catch (err) {
-      if (err instanceof Defer) end = `defer: ${err.reason}`;
-      else if (err instanceof ScriptTimeout) end = 'timeout';
-      else throw err;
-    }
-    const used = process.threadCpuUsage(t0);
-    return { end, cpuMs: (used.user + used.system) / 1000 };
-  };
 
   // try/catch takes only Thrown, but `raising` wraps everything its thunk throws, and the URI
   // functions convert their argument inside it: a script function run by that conversion (a

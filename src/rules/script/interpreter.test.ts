@@ -1,51 +1,16 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { FastScript, sameJson, toJsonResult } from './interpreter.js';
-import { type CallOutcome, ScriptEngine } from './sandbox.js';
+import { ScriptEngine } from './sandbox.js';
 
-const ARGS = ['msg', 'metadata', 'msgType'];
-const LIMITS = { timeoutMs: 200, memoryBytes: 4 * 1024 * 1024 };
-
-const MSG = {
-  a: 21.5,
-  b: 'Hello, World',
-  c: [3, 1, 2],
-  d: { e: 7, f: 'x y', g: [true, null] },
-  n: null,
-  s: '42',
-};
-const META = { deviceName: 'd1', deviceType: 'default', ts: '1700000000000' };
-const TYPE = 'POST_TELEMETRY_REQUEST';
-
-type Outcome = { ok: true; value: unknown } | { ok: false; error: string };
-const plain = (o: CallOutcome): Outcome =>
-  o.ok ? { ok: true, value: o.value } : { ok: false, error: o.error.message };
+import { ARGS, LIMITS, META, MSG, plain, scriptChecks, TYPE } from './script-test-kit.js';
 
 describe('script interpreter (the fast path in front of QuickJS)', () => {
   let engine: ScriptEngine;
+  const { both } = scriptChecks(() => engine);
   before(async () => {
     engine = await ScriptEngine.load(LIMITS);
   });
-
-  /**
-   * The script run by QuickJS alone and by the interpreter (deferring to QuickJS where it must),
-   * on the same arguments: the outcomes must be the same, and the arguments unchanged.
-   */
-  const both = (body: string, args: unknown[] = [MSG, META, TYPE]) => {
-    const before = structuredClone(args);
-    const quick = engine.compile(body, ARGS);
-    const fast = engine.compile(body, ARGS, { fast: true });
-    try {
-      const q = plain(quick.call(args));
-      const f = plain(fast.call(args));
-      assert.deepEqual(f, q, `outcomes differ for: ${body}`);
-      assert.deepEqual(args, before, `arguments changed by: ${body}`);
-      return { outcome: f, fast: fast.calls.fast === 1, reason: fast.deferredReason };
-    } finally {
-      quick.dispose();
-      fast.dispose();
-    }
-  };
 
   it('answers in the interpreter what QuickJS answers, for the subset it runs', () => {
     const scripts = [
