@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import protobuf from 'protobufjs';
 import { protobufLoaded } from '../src/devices/protobuf-lib.js';
-import { createProfiledDevice, latest } from './helpers/alarms.js';
+import { createPlainMqttProfile, createProfiledDevice, latest } from './helpers/alarms.js';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { closed, mqttConnect } from './helpers/mqtt.js';
 import {
@@ -42,16 +42,7 @@ describe('protobufjs loaded when a profile is switched to Protobuf', () => {
   after(() => t.close());
 
   it('a JSON profile switched to Protobuf after start: its device reconnects and sends Protobuf telemetry', async () => {
-    const created = await t.api('/api/deviceProfile', {
-      token: admin,
-      body: {
-        name: 'JSON, later Protobuf',
-        transportType: 'MQTT',
-        profileData: { transportConfiguration: { type: 'MQTT' } },
-      },
-    });
-    assert.equal(created.status, 200, await created.clone().text());
-    const profile = (await created.json()) as { id: { id: string } } & Record<string, unknown>;
+    const profile = await createPlainMqttProfile(t, 'JSON, later Protobuf');
     const device = await createProfiledDevice(t, 'late-proto-device', profile.id.id);
 
     const json = await mqttConnect(t.gw.ports.mqtt, { username: device.token });

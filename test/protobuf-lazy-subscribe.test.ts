@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import protobuf from 'protobufjs';
 import { protobufLoaded } from '../src/devices/protobuf-lib.js';
-import { createProfiledDevice } from './helpers/alarms.js';
+import { createPlainMqttProfile, createProfiledDevice } from './helpers/alarms.js';
 import { startGateway, type TestGateway } from './helpers/gateway.js';
 import { mqttConnect, nextMessage } from './helpers/mqtt.js';
 
@@ -34,16 +34,7 @@ describe('protobufjs loaded by the first /p subscription of a JSON-profile devic
   after(() => t.close());
 
   it('MQTT: v2/a/p gets shared attribute updates as AttributeUpdateNotificationMsg', async () => {
-    const created = await t.api('/api/deviceProfile', {
-      token: admin,
-      body: {
-        name: 'plain JSON, proto updates',
-        transportType: 'MQTT',
-        profileData: { transportConfiguration: { type: 'MQTT' } },
-      },
-    });
-    assert.equal(created.status, 200, await created.clone().text());
-    const profileId = ((await created.json()) as { id: { id: string } }).id.id;
+    const profileId = (await createPlainMqttProfile(t, 'plain JSON, proto updates')).id.id;
     const device = await createProfiledDevice(t, 'json-device-proto-updates', profileId);
 
     const c = await mqttConnect(t.gw.ports.mqtt, { username: device.token });

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import protobuf from 'protobufjs';
 import { protobufLoaded } from '../src/devices/protobuf-lib.js';
-import { createProfiledDevice } from './helpers/alarms.js';
+import { createPlainMqttProfile, createProfiledDevice } from './helpers/alarms.js';
 import { startGateway, type TestGateway } from './helpers/gateway.js';
 import { mqttConnect, nextMessage } from './helpers/mqtt.js';
 
@@ -38,16 +38,7 @@ describe('protobufjs loaded by the first Protobuf message of a JSON-profile devi
   after(() => t.close());
 
   it('MQTT: an AttributesRequest on v2/a/req/p/ is answered with a GetAttributeResponseMsg', async () => {
-    const created = await t.api('/api/deviceProfile', {
-      token: admin,
-      body: {
-        name: 'plain JSON',
-        transportType: 'MQTT',
-        profileData: { transportConfiguration: { type: 'MQTT' } },
-      },
-    });
-    assert.equal(created.status, 200, await created.clone().text());
-    const profileId = ((await created.json()) as { id: { id: string } }).id.id;
+    const profileId = (await createPlainMqttProfile(t, 'plain JSON')).id.id;
     const device = await createProfiledDevice(t, 'json-device-speaking-proto', profileId);
     const shared = await t.api(
       `/api/plugins/telemetry/DEVICE/${device.id}/attributes/SHARED_SCOPE`,

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { newClient, type UPayload } from 'sparkplug-client';
 import { sparkplugCodecLoaded } from '../src/transports/mqtt/sparkplug-session.js';
-import { createProfiledDevice, latest } from './helpers/alarms.js';
+import { createPlainMqttProfile, createProfiledDevice, latest } from './helpers/alarms.js';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { closed, mqttConnect } from './helpers/mqtt.js';
 
@@ -25,16 +25,7 @@ describe('Sparkplug codec loaded on the first Sparkplug node', () => {
   });
 
   it('a profile switched to Sparkplug after start: the node connects, reports and gets an NCMD', async () => {
-    const created = await t.api('/api/deviceProfile', {
-      token: admin,
-      body: {
-        name: 'Plain MQTT, later Sparkplug',
-        transportType: 'MQTT',
-        profileData: { transportConfiguration: { type: 'MQTT' } },
-      },
-    });
-    assert.equal(created.status, 200, await created.clone().text());
-    const profile = (await created.json()) as { id: { id: string } } & Record<string, unknown>;
+    const profile = await createPlainMqttProfile(t, 'Plain MQTT, later Sparkplug');
     const node = await createProfiledDevice(t, 'late-edge-node', profile.id.id);
 
     // A plain MQTT device of the profile needs no codec.

@@ -37,6 +37,23 @@ export async function createProfile(
   return ((await res.json()) as { id: { id: string } }).id.id;
 }
 
+/** A saved device profile as REST returns it. */
+export type SavedProfile = { id: { id: string } } & Record<string, unknown>;
+
+/** Creates a profile with plain MQTT transport (JSON payloads); returns it as saved. */
+export async function createPlainMqttProfile(t: TestGateway, name: string): Promise<SavedProfile> {
+  const res = await t.api('/api/deviceProfile', {
+    token: await t.adminToken(),
+    body: {
+      name,
+      transportType: 'MQTT',
+      profileData: { transportConfiguration: { type: 'MQTT' } },
+    },
+  });
+  if (res.status !== 200) throw new Error(`profile: ${res.status} ${await res.text()}`);
+  return (await res.json()) as SavedProfile;
+}
+
 /** Creates a device of a profile; returns its id and access token. */
 export async function createProfiledDevice(
   t: TestGateway,
