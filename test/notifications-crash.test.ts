@@ -16,6 +16,7 @@ import {
   BUNDLE,
   type GatewayProcess,
   LOOPBACK_EPHEMERAL,
+  loginTo,
   spawnGateway,
 } from './helpers/process.js';
 
@@ -33,14 +34,7 @@ async function start(dir: string) {
       EDGE_NOTIFY_MAX_ATTEMPTS: '2',
     },
   });
-  const base = `http://127.0.0.1:${gw.ports.http}`;
-  const login = await fetch(`${base}/api/auth/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: EMAIL, password: PASSWORD }),
-  });
-  assert.equal(login.status, 200);
-  const { token } = (await login.json()) as { token: string };
+  const { base, token } = await loginTo(gw, EMAIL, PASSWORD);
   const api = async <T>(path: string, body?: unknown, method?: string): Promise<T> => {
     const res = await fetch(`${base}${path}`, {
       method: method ?? (body === undefined ? 'GET' : 'POST'),

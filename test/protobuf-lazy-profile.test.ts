@@ -13,13 +13,19 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import protobuf from 'protobufjs';
 import { protobufLoaded } from '../src/devices/protobuf-lib.js';
-import { createPlainMqttProfile, createProfiledDevice, latest } from './helpers/alarms.js';
+import {
+  createPlainMqttProfile,
+  createProfiledDevice,
+  latest,
+  setProfileTransport,
+} from './helpers/alarms.js';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { closed, mqttConnect } from './helpers/mqtt.js';
 import {
   BUNDLE,
   type GatewayProcess,
   LOOPBACK_EPHEMERAL,
+  loginTo,
   spawnGateway,
 } from './helpers/process.js';
 
@@ -51,24 +57,14 @@ describe('protobufjs loaded when a profile is switched to Protobuf', () => {
     assert.equal(protobufLoaded(), false, 'not loaded by JSON devices');
 
     const gone = closed(json, 10_000);
-    const updated = await t.api('/api/deviceProfile', {
-      token: admin,
-      body: {
-        ...profile,
-        profileData: {
-          ...(profile.profileData as Record<string, unknown>),
-          transportConfiguration: {
-            type: 'MQTT',
-            transportPayloadTypeConfiguration: {
-              transportPayloadType: 'PROTOBUF',
-              deviceTelemetryProtoSchema: TELEMETRY_SCHEMA,
-              deviceAttributesProtoSchema: ATTRIBUTES_SCHEMA,
-            },
-          },
-        },
+    await setProfileTransport(t, profile, {
+      type: 'MQTT',
+      transportPayloadTypeConfiguration: {
+        transportPayloadType: 'PROTOBUF',
+        deviceTelemetryProtoSchema: TELEMETRY_SCHEMA,
+        deviceAttributesProtoSchema: ATTRIBUTES_SCHEMA,
       },
     });
-    assert.equal(updated.status, 200, await updated.clone().text());
     assert.equal(protobufLoaded(), true, 'loaded by the save');
     await gone;
     json.end(true);
@@ -121,14 +117,7 @@ async function spawned(dir: string): Promise<{ gw: GatewayProcess; base: string;
   const gw = await spawnGateway(['serve', '--data-dir', dir, ...LOOPBACK_EPHEMERAL], {
     env: { EDGE_ADMIN_EMAIL: EMAIL, EDGE_ADMIN_PASSWORD: PASSWORD },
   });
-  const base = `http://127.0.0.1:${gw.ports.http}`;
-  const login = await fetch(`${base}/api/auth/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: EMAIL, password: PASSWORD }),
-  });
-  assert.equal(login.status, 200);
-  const { token } = (await login.json()) as { token: string };
+  const { base, token } = await loginTo(gw, EMAIL, PASSWORD);
   return { gw, base, token };
 }
 

@@ -8,17 +8,20 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { newClient, type UPayload } from 'sparkplug-client';
 import { sparkplugCodecLoaded } from '../src/transports/mqtt/sparkplug-session.js';
-import { createPlainMqttProfile, createProfiledDevice, latest } from './helpers/alarms.js';
+import {
+  createPlainMqttProfile,
+  createProfiledDevice,
+  latest,
+  setProfileTransport,
+} from './helpers/alarms.js';
 import { startGateway, type TestGateway, waitFor } from './helpers/gateway.js';
 import { closed, mqttConnect } from './helpers/mqtt.js';
 
 describe('Sparkplug codec loaded on the first Sparkplug node', () => {
   let t: TestGateway;
-  let admin: string;
 
   before(async () => {
     t = await startGateway();
-    admin = await t.adminToken();
   });
   after(async () => {
     await t.close();
@@ -35,17 +38,7 @@ describe('Sparkplug codec loaded on the first Sparkplug node', () => {
 
     // The profile becomes Sparkplug: the plain session is closed to reconnect under it.
     const gone = closed(plain, 10_000);
-    const updated = await t.api('/api/deviceProfile', {
-      token: admin,
-      body: {
-        ...profile,
-        profileData: {
-          ...(profile.profileData as Record<string, unknown>),
-          transportConfiguration: { type: 'MQTT', sparkplug: true },
-        },
-      },
-    });
-    assert.equal(updated.status, 200, await updated.clone().text());
+    await setProfileTransport(t, profile, { type: 'MQTT', sparkplug: true });
     await gone;
     plain.end(true);
 

@@ -13,6 +13,7 @@ import {
   BUNDLE,
   type GatewayProcess,
   LOOPBACK_EPHEMERAL,
+  loginTo,
   spawnGateway,
 } from './helpers/process.js';
 
@@ -87,14 +88,7 @@ async function start(
   const gw = await spawnGateway(['serve', '--data-dir', dir, ...LOOPBACK_EPHEMERAL, ...extra], {
     env: { EDGE_ADMIN_EMAIL: EMAIL, EDGE_ADMIN_PASSWORD: PASSWORD },
   });
-  const base = `http://127.0.0.1:${gw.ports.http}`;
-  const login = await fetch(`${base}/api/auth/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: EMAIL, password: PASSWORD }),
-  });
-  assert.equal(login.status, 200);
-  const { token } = (await login.json()) as { token: string };
+  const { base, token } = await loginTo(gw, EMAIL, PASSWORD);
   return { gw, base, token };
 }
 

@@ -54,6 +54,22 @@ export async function createPlainMqttProfile(t: TestGateway, name: string): Prom
   return (await res.json()) as SavedProfile;
 }
 
+/** Saves a profile again with another transport configuration (asserts a 200). */
+export async function setProfileTransport(
+  t: TestGateway,
+  profile: SavedProfile,
+  transportConfiguration: unknown,
+): Promise<void> {
+  const res = await t.api('/api/deviceProfile', {
+    token: await t.adminToken(),
+    body: {
+      ...profile,
+      profileData: { ...(profile.profileData as Record<string, unknown>), transportConfiguration },
+    },
+  });
+  if (res.status !== 200) throw new Error(`profile: ${res.status} ${await res.text()}`);
+}
+
 /** Creates a device of a profile; returns its id and access token. */
 export async function createProfiledDevice(
   t: TestGateway,

@@ -129,3 +129,20 @@ export async function runGateway(
   clearTimeout(killer);
   return { code, stdout, stderr };
 }
+
+/** Signs in to a spawned gateway over HTTP; its base URL and the token (asserts a 200). */
+export async function loginTo(
+  gw: GatewayProcess,
+  username: string,
+  password: string,
+): Promise<{ base: string; token: string }> {
+  const base = `http://127.0.0.1:${gw.ports.http}`;
+  const login = await fetch(`${base}/api/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username, password }),
+  });
+  if (login.status !== 200) throw new Error(`login: ${login.status} ${await login.text()}`);
+  const { token } = (await login.json()) as { token: string };
+  return { base, token };
+}
