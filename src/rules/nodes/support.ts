@@ -129,11 +129,6 @@ export class NodeScript {
     return this.#script;
   }
 
-  /** The script on one message: its parsed result, or its error. */
-  runOne(msg: GatewayMsg): CallOutcome {
-    return this.#compiled.call(this.#args(msg));
-  }
-
   /** The script on many messages in one go (one sandbox call for those QuickJS answers). */
   runMany(msgs: readonly GatewayMsg[]): CallOutcome[] {
     return this.#compiled.callMany(msgs.map((m) => this.#args(m)));
@@ -155,8 +150,9 @@ export class NodeScript {
     return this.#unseenArgs;
   }
 
+  /** The script on one message: its parsed result; throws its error. */
   run(msg: GatewayMsg): unknown {
-    const o = this.runOne(msg);
+    const o = this.#compiled.call(this.#args(msg));
     if (!o.ok) throw o.error;
     return o.value;
   }

@@ -311,7 +311,7 @@ describe('script interpreter, third review', () => {
   // `1 / msg.t < 0` is true in the interpreter and false in QuickJS; NaN or Infinity (null in
   // QuickJS), an undefined member (absent in QuickJS) or a Date (a string in QuickJS) in a
   // message built by the gateway's own code differ alike. Suggested fix: have the argument walk
-  // (jsonCharsAtMost, which already visits every member) report whether the value is JSON-normal
+  // (the argument walk, now jsonArgSize, which visits every member) report whether the value is JSON-normal
   // (as jsonNormal does for results) and copy such an argument through JSON (or defer the call).
   describe('arguments that are not JSON values', () => {
     it('answers as QuickJS for -0 parsed from a message', () => {

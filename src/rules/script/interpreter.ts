@@ -2201,6 +2201,21 @@ function jsonNormal(v: unknown, depth: number, size: { n: number }, limit: numbe
 }
 
 /**
+ * An upper bound of the characters of `JSON.stringify(v)` when JSON would give `v` back as it is
+ * (the interpreter may then see it as QuickJS would); Infinity when it would not (-0, NaN, a
+ * hole, undefined, a Date) or past `limit`. The script's arguments are checked so.
+ */
+export function jsonArgSize(v: unknown, limit: number): number {
+  const size = { n: 0 };
+  try {
+    return jsonNormal(v, 0, size, limit) ? size.n : Number.POSITIVE_INFINITY;
+  } catch (err) {
+    if (err instanceof Defer) return Number.POSITIVE_INFINITY;
+    throw err;
+  }
+}
+
+/**
  * The result as the QuickJS path gives it (`JSON.parse(JSON.stringify(r))`): the value itself
  * when it is already what JSON would give back (the common case: nothing copied), else its JSON
  * round trip. `maxChars` is the limit on the result's JSON text.

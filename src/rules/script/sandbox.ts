@@ -12,7 +12,7 @@ import type {
   QuickJSRuntime,
   QuickJSWASMModule,
 } from 'quickjs-emscripten-core';
-import { copyJson, FastScript, ScriptTimeout, toJsonResult } from './interpreter.js';
+import { copyJson, FastScript, jsonArgSize, ScriptTimeout, toJsonResult } from './interpreter.js';
 
 /** ThingsBoard's script limits (reference §4): body 50 000 chars, args 100 000, result 300 000. */
 export const MAX_SCRIPT_CHARS = 50_000;
@@ -233,35 +233,6 @@ function tooLarge(size: number): ScriptRuntimeError {
 }
 
 /**
- * An upper bound of the characters `JSON.stringify(v)` makes (escapes counted at their longest),
- * stopping past `max`: the argument limit checked without making the text. Infinity for a value
- * JSON would not give back as it is.
- */
-function jsonCharsAtMost(v: unknown, max: number, depth = 0): number {
-  if (typeof v === 'string') return v.length * 6 + 2;
-  if (v === null || typeof v === 'boolean') return 24;
-  // A value JSON would change (-0, NaN, Infinity, undefined, a function, a Date, a hole): the
-  // interpreter would see it as it is and QuickJS as JSON made it, so QuickJS answers the call.
-  if (typeof v === 'number') return Number.isFinite(v) && (v !== 0 || 1 / v > 0) ? 24 : Infinity;
-  if (typeof v !== 'object' || depth > 100) return Number.POSITIVE_INFINITY;
-  let n = 2;
-  if (Array.isArray(v)) {
-    n += v.length;
-    for (let i = 0; i < v.length && n <= max; i++) {
-      if (!(i in v)) return Number.POSITIVE_INFINITY;
-      n += jsonCharsAtMost(v[i], max, depth + 1);
-    }
-    return n;
-  }
-  if (Object.getPrototypeOf(v) !== Object.prototype) return Number.POSITIVE_INFINITY;
-  for (const k in v) {
-    n += k.length * 6 + 4 + jsonCharsAtMost((v as Record<string, unknown>)[k], max, depth + 1);
-    if (n > max) return n;
-  }
-  return n;
-}
-
-/**
  * QuickJS's stack limit. WebAssembly runs on the host thread's own stack, which a deep native
  * recursion in QuickJS (joining a nested array, JSON of a deep value) overflowed before a 256 KiB
  * limit tripped, leaving the runtime broken; at 64 KiB QuickJS stops every such case itself with
@@ -433,9 +404,9 @@ export class CompiledScript {
     const fast = this.#fast;
     if (!fast) return undefined;
     let size = 0;
-    for (const a of args) size += jsonCharsAtMost(a, MAX_ARGS_CHARS);
+    for (const a of args) size += jsonArgSize(a, MAX_ARGS_CHARS);
     // Near the limit the exact text decides (QuickJS's path measures it so); an argument that
-    // is not what JSON would give back is QuickJS's too (jsonCharsAtMost).
+    // is not what JSON would give back is QuickJS's too (jsonArgSize).
     if (size > MAX_ARGS_CHARS) return undefined;
     try {
       const copies = fast.copies;
