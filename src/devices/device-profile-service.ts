@@ -14,7 +14,7 @@ import { NotFoundError, ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { TenantService } from '../tenant/tenant-service.js';
 import { type DeviceProfileAlarm, deviceProfileAlarmsSchema } from './alarm-rule-schema.js';
-import { transportNeedsProtobuf } from './protobuf-lib.js';
+import { loadProtobuf, transportNeedsProtobuf } from './protobuf-lib.js';
 import { compileTransportConfiguration, type TransportType } from './transport-config.js';
 
 export const DEFAULT_PROFILE_NAME = 'Default';
@@ -299,6 +299,17 @@ export class DeviceProfileService {
     };
     this.#insert.run(row);
     return row;
+  }
+
+  /**
+   * `save` for any caller: first loads protobufjs when the profile's transport compiles Protobuf
+   * schemas (it is imported on first use, protobuf-lib.ts), which `save` needs loaded.
+   */
+  async saveLoading(body: unknown): Promise<DeviceProfile> {
+    const data = (body as { profileData?: { transportConfiguration?: unknown } } | null)
+      ?.profileData;
+    if (transportNeedsProtobuf(data?.transportConfiguration)) await loadProtobuf();
+    return this.save(body);
   }
 
   /**

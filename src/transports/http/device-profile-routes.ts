@@ -2,7 +2,6 @@ import { Hono } from 'hono';
 import { assertTenantAdmin } from '../../auth/authorization.js';
 import { parsePageQuery, requireUuid } from '../../common/entity.js';
 import { type DeviceProfileService, PROFILE_SORT } from '../../devices/device-profile-service.js';
-import { loadProtobuf, transportNeedsProtobuf } from '../../devices/protobuf-lib.js';
 import { ValidationError } from '../../errors.js';
 import { type HttpEnv, queryRecord, readJson } from './context.js';
 import type { RequireUser } from './middleware.js';
@@ -23,12 +22,7 @@ export function deviceProfileRoutes(deps: {
 
   app.post('/deviceProfile', deps.requireUser, async (c) => {
     assertTenantAdmin(c.var.principal);
-    const body = await readJson(c);
-    // Compiling Protobuf schemas needs protobufjs, loaded on first use (protobuf-lib.ts).
-    const data = (body as { profileData?: { transportConfiguration?: unknown } } | null)
-      ?.profileData;
-    if (transportNeedsProtobuf(data?.transportConfiguration)) await loadProtobuf();
-    return c.json(profiles.save(body));
+    return c.json(await profiles.saveLoading(await readJson(c)));
   });
 
   app.get('/deviceProfiles', deps.requireUser, (c) => {
